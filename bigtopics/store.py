@@ -1,0 +1,339 @@
+"""The corpus store: documents as a chunked, compressed CSR matrix in a Zarr v3 group.
+
+Layout (format_version 1; see README "The store"):
+
+    <store>/                 group; attrs: encoding-type="csr_matrix", encoding-version="0.1.0",
+                             shape=[n_docs, n_words] (anndata's on-disk CSR convention), and
+                             format_version, n_docs, n_words, n_tokens, settings (tokenizer and
+                             pruning settings used), created_by
+      indptr     int64  (n_docs + 1,)   row d is indices/data[indptr[d]:indptr[d+1]]
+      indices    uint16|uint32 (nnz,)   word ids, ascending within a row
+      data       uint8|uint16|uint32 (nnz,)   counts (> 0)
+      vocab      str    (n_words,)      word id -> word; id 0 is the most frequent word
+      term_counts int64 (n_words,)      corpus frequency of each word
+      doc_freqs  int64  (n_words,)      number of documents containing each word
+      doc_ids    str    (n_docs,)       a document's id in its source
+      doc_meta/<field>  (n_docs,)       per-document metadata (int64, float64, bool or str)
+
+`indptr` is chunked so that one chunk of documents covers about one chunk of `indices`: a reader
+streams the store one indptr chunk ("block") at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec
+
+from .atomic import publish_dir, temporary_sibling
+
+FORMAT_VERSION = 1
+CSR_ENCODING = {"encoding-type": "csr_matrix", "encoding-version": "0.1.0"}
+DEFAULT_ENTRIES_PER_CHUNK = 1 << 20
+STRING_CHUNK = 1 << 16
+
+
+class StoreError(Exception):
+    """A store is missing, incomplete, of another format, or otherwise unreadable."""
+
+
+def default_compressors(dtype: np.dtype | type | str):
+    """The codec chosen by measurement (benchmarks/RESULTS.md, "store codec")."""
+    return BloscCodec(cname="zstd", clevel=3, shuffle="bitshuffle")
+
+
+def index_dtype_for(n_words: int) -> np.dtype:
+    return np.dtype(np.uint16) if n_words <= (1 << 16) else np.dtype(np.uint32)
+
+
+def count_dtype_for(max_count: int) -> np.dtype:
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if max_count <= np.iinfo(dt).max:
+            return np.dtype(dt)
+    raise StoreError(f"a count of {max_count} does not fit in uint32")
+
+
+@dataclass
+class CSRBlock:
+    """Consecutive documents [start, start + n_docs) of a store, as CSR arrays.
+
+    indptr is rebased to start at 0; indices are word ids, data the counts.
+    """
+
+    start: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def doc_lengths(self) -> np.ndarray:
+        """Tokens per document."""
+        csum = np.concatenate([[0], np.cumsum(self.data, dtype=np.int64)])
+        return csum[self.indptr[1:]] - csum[self.indptr[:-1]]
+
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = self.indptr[i], self.indptr[i + 1]
+        return self.indices[lo:hi], self.data[lo:hi]
+
+
+class _Appender:
+    """Appends to a 1-D zarr array whole chunks at a time (no read-modify-write of chunks)."""
+
+    def __init__(self, array: zarr.Array):
+        self.array = array
+        self.chunk = array.chunks[0]
+        self.length = 0
+        self.pending: list[np.ndarray] = []
+        self.pending_len = 0
+
+    def append(self, values: np.ndarray) -> None:
+        if len(values) == 0:
+            return
+        self.pending.append(values)
+        self.pending_len += len(values)
+        if self.pending_len >= self.chunk:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        if not self.pending:
+            return
+        buf = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
+        n_write = len(buf) if final else (len(buf) // self.chunk) * self.chunk
+        if n_write:
+            self.array.resize((self.length + n_write,))
+            self.array[self.length : self.length + n_write] = buf[:n_write]
+            self.length += n_write
+        rest = buf[n_write:]
+        self.pending = [rest] if len(rest) else []
+        self.pending_len = len(rest)
+
+    def close(self) -> None:
+        self._flush(final=True)
+
+
+def _create_1d(group: zarr.Group, name: str, dtype, chunk: int) -> zarr.Array:
+    if np.dtype(dtype).kind in "OUT":
+        return group.create_array(name, shape=(0,), chunks=(chunk,), dtype=str,
+                                  compressors=default_compressors(str))
+    return group.create_array(name, shape=(0,), chunks=(chunk,), dtype=dtype,
+                              compressors=default_compressors(dtype))
+
+
+class StoreWriter:
+    """Writes a new store document block by document block, then publishes it atomically.
+
+    The store is built under a hidden temporary name next to `path` and renamed into place by
+    `commit`; until then nothing at `path` opens as a store. `abort` (or an exception inside a
+    `with` block) removes the temporary directory.
+
+    `docs_per_chunk` should make one indptr chunk cover about `entries_per_chunk` entries;
+    `metadata_fields` maps metadata field names to dtypes (str for text).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        index_dtype=np.uint32,
+        count_dtype=np.uint32,
+        entries_per_chunk: int = DEFAULT_ENTRIES_PER_CHUNK,
+        docs_per_chunk: int = 1 << 14,
+        metadata_fields: dict[str, object] | None = None,
+        overwrite: bool = False,
+    ):
+        self.path = Path(path)
+        self.overwrite = overwrite
+        if self.path.exists() and not overwrite:
+            raise FileExistsError(f"{self.path} already exists (use --overwrite to replace it)")
+        self.tmp = temporary_sibling(self.path)
+        self.group = zarr.open_group(self.tmp, mode="w")
+        self.index_dtype, self.count_dtype = np.dtype(index_dtype), np.dtype(count_dtype)
+        g = self.group
+        self._indptr = _Appender(_create_1d(g, "indptr", np.int64, docs_per_chunk))
+        self._indices = _Appender(_create_1d(g, "indices", self.index_dtype, entries_per_chunk))
+        self._data = _Appender(_create_1d(g, "data", self.count_dtype, entries_per_chunk))
+        self._doc_ids = _Appender(_create_1d(g, "doc_ids", str, STRING_CHUNK))
+        meta = g.create_group("doc_meta")
+        self.metadata_fields = dict(metadata_fields or {})
+        self._meta = {
+            name: _Appender(_create_1d(meta, name, dt, STRING_CHUNK if np.dtype(dt).kind in "OUT" else docs_per_chunk))
+            for name, dt in self.metadata_fields.items()
+        }
+        self._indptr.append(np.zeros(1, np.int64))
+        self.n_docs = 0
+        self.nnz = 0
+        self.n_tokens = 0
+
+    def append(self, indptr, indices, data, doc_ids, metadata: dict | None = None) -> None:
+        """Append documents given as a CSR block (indptr starting at 0) with their ids."""
+        indptr = np.asarray(indptr, np.int64)
+        n = len(indptr) - 1
+        if len(doc_ids) != n:
+            raise ValueError(f"{len(doc_ids)} doc ids for {n} documents")
+        self._indptr.append(indptr[1:] + self.nnz)
+        self._indices.append(np.asarray(indices, self.index_dtype))
+        self._data.append(np.asarray(data, self.count_dtype))
+        self._doc_ids.append(np.asarray(doc_ids, dtype=str))
+        metadata = metadata or {}
+        for name, app in self._meta.items():
+            values = metadata.get(name)
+            if values is None or len(values) != n:
+                raise ValueError(f"metadata field {name!r} needs {n} values")
+            app.append(np.asarray(values, dtype=str if np.dtype(self.metadata_fields[name]).kind in "OUT" else self.metadata_fields[name]))
+        self.n_docs += n
+        self.nnz += int(indptr[-1])
+        self.n_tokens += int(np.asarray(data, np.int64).sum())
+
+    def commit(self, vocab, term_counts, doc_freqs, attrs: dict | None = None) -> Path:
+        """Write the vocabulary and attributes, flush, and publish the store at `path`."""
+        for app in (self._indptr, self._indices, self._data, self._doc_ids, *self._meta.values()):
+            app.close()
+        g = self.group
+        n_words = len(vocab)
+        for name, values, dt in (
+            ("vocab", np.asarray(vocab, dtype=str), str),
+            ("term_counts", np.asarray(term_counts, np.int64), np.int64),
+            ("doc_freqs", np.asarray(doc_freqs, np.int64), np.int64),
+        ):
+            arr = _create_1d(g, name, dt, STRING_CHUNK if dt is str else max(1, min(n_words, 1 << 20)))
+            arr.resize((n_words,))
+            if n_words:
+                arr[:] = values
+        g.attrs.update(
+            {
+                **CSR_ENCODING,
+                "shape": [self.n_docs, n_words],
+                "format_version": FORMAT_VERSION,
+                "n_docs": self.n_docs,
+                "n_words": n_words,
+                "n_tokens": self.n_tokens,
+                "nnz": self.nnz,
+                "created_by": "bigtopics",
+                **(attrs or {}),
+            }
+        )
+        publish_dir(self.tmp, self.path, self.overwrite)
+        return self.path
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.abort()
+
+
+class Store:
+    """A read-only view of a store; arrays are read chunk by chunk on demand."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if not (self.path / "zarr.json").exists():
+            raise StoreError(f"{self.path} is not a bigtopics store (no zarr.json; an unfinished ingest leaves none)")
+        try:
+            self.group = zarr.open_group(self.path, mode="r")
+        except Exception as e:  # zarr raises several types for a damaged group
+            raise StoreError(f"{self.path} cannot be opened as a Zarr group: {e}") from e
+        self.attrs = dict(self.group.attrs)
+        version = self.attrs.get("format_version")
+        if version != FORMAT_VERSION:
+            raise StoreError(
+                f"{self.path} has store format_version {version!r}; this bigtopics reads version {FORMAT_VERSION}"
+            )
+        self.n_docs = int(self.attrs["n_docs"])
+        self.n_words = int(self.attrs["n_words"])
+        self.n_tokens = int(self.attrs["n_tokens"])
+        self.nnz = int(self.attrs.get("nnz", self.group["indices"].shape[0]))
+        self._indptr = self.group["indptr"]
+        self._indices = self.group["indices"]
+        self._data = self.group["data"]
+        self._vocab = None
+
+    # -- sizes and vocabulary ------------------------------------------------------------
+    @property
+    def settings(self) -> dict:
+        return dict(self.attrs.get("settings", {}))
+
+    @property
+    def vocab(self) -> np.ndarray:
+        if self._vocab is None:
+            self._vocab = np.asarray(self.group["vocab"][:], dtype=object)
+        return self._vocab
+
+    @property
+    def term_counts(self) -> np.ndarray:
+        return np.asarray(self.group["term_counts"][:])
+
+    @property
+    def doc_freqs(self) -> np.ndarray:
+        return np.asarray(self.group["doc_freqs"][:])
+
+    @property
+    def docs_per_block(self) -> int:
+        return int(self._indptr.chunks[0])
+
+    @property
+    def metadata_fields(self) -> list[str]:
+        return sorted(self.group["doc_meta"].array_keys()) if "doc_meta" in self.group else []
+
+    # -- documents -----------------------------------------------------------------------
+    def read_docs(self, start: int, stop: int) -> CSRBlock:
+        """Documents [start, stop) as a CSR block."""
+        start, stop = max(0, int(start)), min(self.n_docs, int(stop))
+        if stop <= start:
+            return CSRBlock(start, np.zeros(1, np.int64), np.zeros(0, self._indices.dtype), np.zeros(0, self._data.dtype))
+        indptr = np.asarray(self._indptr[start : stop + 1])
+        lo, hi = int(indptr[0]), int(indptr[-1])
+        return CSRBlock(start, indptr - lo, np.asarray(self._indices[lo:hi]), np.asarray(self._data[lo:hi]))
+
+    def block_starts(self, docs_per_block: int | None = None) -> range:
+        step = docs_per_block or self.docs_per_block
+        return range(0, self.n_docs, step)
+
+    def iter_blocks(self, docs_per_block: int | None = None, start: int = 0, stop: int | None = None) -> Iterator[CSRBlock]:
+        """Stream documents [start, stop) block by block (a block is an indptr chunk by default)."""
+        step = docs_per_block or self.docs_per_block
+        stop = self.n_docs if stop is None else min(stop, self.n_docs)
+        for lo in range(start, stop, step):
+            yield self.read_docs(lo, min(lo + step, stop))
+
+    def doc_ids(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return np.asarray(self.group["doc_ids"][start:stop], dtype=object)
+
+    def metadata(self, field: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return np.asarray(self.group["doc_meta"][field][start:stop])
+
+    # -- reporting -----------------------------------------------------------------------
+    def storage_bytes(self) -> tuple[int, int]:
+        """(bytes on disk, bytes uncompressed) over all arrays of the store."""
+        stored = sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
+        raw = 0
+        for _, arr in self.group.arrays():
+            raw += arr.nbytes if arr.dtype.kind != "T" else 0
+        for _, arr in self.group["doc_meta"].arrays() if "doc_meta" in self.group else ():
+            raw += arr.nbytes if arr.dtype.kind != "T" else 0
+        return stored, raw
+
+    def fingerprint(self) -> dict:
+        """What identifies this store's content for a training run (checked on resume)."""
+        return {k: self.attrs.get(k) for k in ("n_docs", "n_words", "n_tokens", "nnz", "format_version")} | {
+            "settings": self.attrs.get("settings"),
+        }
+
+
+def open_store(path: str | os.PathLike) -> Store:
+    """Open a store written by `bigtopics ingest` (or `tools/synth_corpus.py`) for reading."""
+    return Store(path)
