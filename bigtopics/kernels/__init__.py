@@ -1,0 +1,1 @@
+"""numba kernels: plain functions over NumPy arrays, one small module per job."""

@@ -1,0 +1,131 @@
+"""The local step: per-document inference for one minibatch with the topics held fixed.
+
+`gibbs_local_step` is a pure function of (the minibatch's documents, a frozen read-only view of
+the topic-word statistics restricted to the minibatch's words, per-document seeds) and returns
+sparse sufficient statistics. It has no hidden state, so the same call can run on the workers of
+a distributed engine that read the store from shared storage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .kernels.gibbs import _sample_minibatch
+from .kernels.rng import stream_seeds
+from .kernels.sparse_stats import merge_pairs
+from .kernels.special import digamma, exp_digamma_array
+
+
+@dataclass
+class Minibatch:
+    """Documents of one minibatch: global document numbers and their rows (global word ids)."""
+
+    doc_numbers: np.ndarray  # int64 (n_docs,), position of each document in the store
+    indptr: np.ndarray  # int64 (n_docs + 1,)
+    words: np.ndarray  # word ids of the entries
+    counts: np.ndarray  # counts of the entries
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_numbers)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.counts.sum(dtype=np.int64))
+
+    def doc_seeds(self, seed: int, epoch: int) -> np.ndarray:
+        """One random stream per document, fixed by (seed, epoch, document number)."""
+        return stream_seeds(np.uint64(seed), np.uint64(epoch), self.doc_numbers.astype(np.uint64))
+
+
+@dataclass
+class SparseStats:
+    """Minibatch sufficient statistics Nhat[k, w], one entry per distinct (word, topic)."""
+
+    words: np.ndarray  # int64 global word ids
+    topics: np.ndarray  # int64
+    values: np.ndarray  # float64
+
+
+@dataclass
+class FrozenTopics:
+    """exp(Elog_beta) for the words of one minibatch, split as smoothing[k] + coef[k, w].
+
+    Row r describes word `words[r]`: topics row_topics[row_indptr[r]:row_indptr[r+1]] and their
+    coef = (e^psi(eta + N[k,w]) - e^psi(eta)) / e^psi(V eta + N[k]); smoothing[k] =
+    e^psi(eta) / e^psi(V eta + N[k]) is dense over topics.
+    """
+
+    words: np.ndarray  # int64 global word ids, ascending
+    row_indptr: np.ndarray
+    row_topics: np.ndarray  # int32
+    row_coef: np.ndarray  # float64
+    smoothing: np.ndarray  # float64 (K,)
+
+    @classmethod
+    def from_table(cls, table, words: np.ndarray, eta: float) -> "FrozenTopics":
+        """Freeze `table` (a TopicWordTable) for the given ascending word ids."""
+        words = np.asarray(words, np.int64)
+        row_indptr, row_topics, values = table.rows(words)
+        return cls.from_rows(words, row_indptr, row_topics, values, table.topic_totals(), eta, table.n_words)
+
+    @classmethod
+    def from_rows(cls, words, row_indptr, row_topics, values, topic_totals, eta, n_words) -> "FrozenTopics":
+        topic_norm = exp_digamma_array(np.asarray(topic_totals, np.float64) + n_words * eta)
+        e0 = math.exp(digamma(eta))
+        row_topics = np.asarray(row_topics, np.int32)
+        coef = (exp_digamma_array(np.asarray(values, np.float64) + eta) - e0) / topic_norm[row_topics]
+        return cls(np.asarray(words, np.int64), np.asarray(row_indptr, np.int64), row_topics, coef,
+                   e0 / topic_norm)
+
+    @property
+    def n_topics(self) -> int:
+        return len(self.smoothing)
+
+
+def gibbs_local_step(
+    batch: Minibatch,
+    frozen: FrozenTopics,
+    doc_seeds: np.ndarray,
+    *,
+    alpha: float,
+    burnin: int,
+    samples: int,
+    n_workers: int = 1,
+) -> SparseStats:
+    """Sparse Gibbs sampling of every document of the batch; returns Nhat (algorithms.md, 1).
+
+    Documents are split into n_workers contiguous ranges of about equal token counts, each
+    sampled by one numba thread; every document has its own random stream and its own output
+    slot, so the result does not depend on n_workers.
+    """
+    if samples < 1:
+        raise ValueError("samples must be at least 1")
+    local_words = np.searchsorted(frozen.words, batch.words).astype(np.int32)
+    counts = np.asarray(batch.counts, np.int32)
+    entry_tokens = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+    token_starts = entry_tokens[batch.indptr]
+    doc_tokens = np.diff(token_starts)
+    total = int(token_starts[-1])
+    worker_bounds = np.searchsorted(token_starts, np.linspace(0, total, n_workers + 1)[1:-1])
+    worker_bounds = np.concatenate([[0], worker_bounds, [batch.n_docs]]).astype(np.int64)
+    row_lengths = np.diff(frozen.row_indptr)
+    out_words = np.empty(total * samples, np.int32)
+    out_topics = np.empty(total * samples, np.int32)
+    out_counts = np.empty(total * samples, np.int32)
+    out_n_pairs = np.zeros(batch.n_docs, np.int64)
+    _sample_minibatch(
+        batch.indptr, local_words, counts, token_starts, np.asarray(doc_seeds, np.uint64),
+        worker_bounds, float(alpha), int(burnin), int(samples),
+        int(doc_tokens.max(initial=1)), int(row_lengths.max(initial=1)),
+        frozen.row_indptr, frozen.row_topics, frozen.row_coef, frozen.smoothing,
+        np.cumsum(frozen.smoothing), out_words, out_topics, out_counts, out_n_pairs,
+    )
+    words, topics, tallies = merge_pairs(
+        out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs,
+        len(frozen.words), frozen.n_topics,
+    )
+    return SparseStats(frozen.words[words], topics, tallies / samples)

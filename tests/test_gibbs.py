@@ -1,0 +1,122 @@
+"""The sparse Gibbs local step against dense references."""
+
+import numpy as np
+import pytest
+
+from bigtopics.kernels.gibbs import draw_topic
+from bigtopics.kernels.sparse_stats import merge_pairs
+from bigtopics.kernels.special import digamma
+from bigtopics.local_step import FrozenTopics, Minibatch, gibbs_local_step
+
+from . import naive
+
+
+def sparse_topic_word(rng, n_topics, n_words, density=0.3):
+    dense = rng.gamma(0.5, 10.0, size=(n_topics, n_words)) * (rng.random((n_topics, n_words)) < density)
+    return dense
+
+
+def freeze(dense, eta):
+    n_topics, n_words = dense.shape
+    rows = [np.nonzero(dense[:, w])[0] for w in range(n_words)]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+    topics = np.concatenate(rows)
+    values = np.concatenate([dense[r, w] for w, r in enumerate(rows)])
+    return FrozenTopics.from_rows(np.arange(n_words), indptr, topics, values, dense.sum(1), eta, n_words)
+
+
+def test_digamma_matches_reference():
+    for x in [1e-3, 0.1, 0.5, 1.0, 2.5, 9.9, 10.0, 37.0, 1e6]:
+        assert digamma(x) == pytest.approx(naive.digamma(x), rel=1e-12, abs=1e-12)
+
+
+def test_frozen_topics_split_equals_dense_exp_elog_beta():
+    rng = np.random.default_rng(1)
+    dense = sparse_topic_word(rng, 7, 30)
+    frozen = freeze(dense, eta=0.4)
+    rebuilt = np.repeat(frozen.smoothing[:, None], 30, axis=1)
+    for w in range(30):
+        lo, hi = frozen.row_indptr[w], frozen.row_indptr[w + 1]
+        rebuilt[frozen.row_topics[lo:hi], w] += frozen.row_coef[lo:hi]
+    np.testing.assert_allclose(rebuilt, naive.exp_elog_beta(dense, 0.4), rtol=1e-11)
+
+
+def test_draw_topic_follows_the_dense_conditional():
+    rng = np.random.default_rng(2)
+    n_topics, alpha = 9, 0.3
+    dense = sparse_topic_word(rng, n_topics, 5)
+    frozen = freeze(dense, eta=0.5)
+    weights = naive.exp_elog_beta(dense, 0.5)
+    other = np.array([1, 1, 4, 8, 8, 8])
+    n_dk = np.bincount(other, minlength=n_topics).astype(np.int32)
+    doc_topics = np.array([1, 4, 8] + [0] * (n_topics - 3), np.int32)
+    doc_mass = float((n_dk * frozen.smoothing).sum())
+    cumsum = np.cumsum(frozen.smoothing)
+    scratch = np.zeros(n_topics)
+    for w in range(5):
+        grid = (np.arange(200_000) + 0.5) / 200_000  # inverse-CDF sampling on an even grid
+        draws = [draw_topic(u, w, alpha, n_dk, doc_topics, 3, doc_mass, alpha * cumsum[-1],
+                            frozen.row_indptr, frozen.row_topics, frozen.row_coef,
+                            frozen.smoothing, cumsum, scratch) for u in grid]
+        freq = np.bincount(draws, minlength=n_topics) / len(grid)
+        np.testing.assert_allclose(freq, naive.gibbs_conditional(w, other, alpha, weights), atol=2e-5)
+
+
+def replicated_batch(token_words, n_copies):
+    words, counts = np.unique(token_words, return_counts=True)
+    n = len(words)
+    return Minibatch(np.arange(n_copies), np.arange(n_copies + 1) * n, np.tile(words, n_copies),
+                     np.tile(counts, n_copies))
+
+
+def test_gibbs_marginals_match_exact_posterior_of_a_short_document():
+    rng = np.random.default_rng(3)
+    n_topics, alpha, eta = 3, 0.2, 0.5
+    dense = sparse_topic_word(rng, n_topics, 4, density=0.6)
+    frozen = freeze(dense, eta)
+    token_words = np.array([0, 0, 1, 3])
+    posterior = naive.document_posterior(token_words, alpha, naive.exp_elog_beta(dense, eta))
+    exact = np.zeros((4, n_topics))  # expected count of word w in topic k
+    for z, p in posterior.items():
+        for k, w in zip(z, token_words):
+            exact[w, k] += p
+    n_copies = 20_000
+    batch = replicated_batch(token_words, n_copies)
+    stats = gibbs_local_step(batch, frozen, batch.doc_seeds(7, 0), alpha=alpha, burnin=8, samples=4, n_workers=2)
+    estimate = np.zeros((4, n_topics))
+    np.add.at(estimate, (stats.words, stats.topics), stats.values / n_copies)
+    np.testing.assert_allclose(estimate, exact, atol=0.012)
+    # every token is counted once per saved sweep
+    assert stats.values.sum() == pytest.approx(len(token_words) * n_copies)
+
+
+def test_result_does_not_depend_on_the_number_of_workers():
+    rng = np.random.default_rng(4)
+    dense = sparse_topic_word(rng, 20, 200, density=0.1)
+    frozen = freeze(dense, 0.5)
+    rows = [np.unique(rng.integers(0, 200, rng.integers(1, 40))) for _ in range(300)]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+    batch = Minibatch(np.arange(1000, 1300), indptr, np.concatenate(rows), rng.integers(1, 5, indptr[-1]))
+    results = [gibbs_local_step(batch, frozen, batch.doc_seeds(11, 2), alpha=0.1, burnin=1, samples=2, n_workers=n)
+               for n in (1, 2, 3)]
+    for other in results[1:]:
+        for name in ("words", "topics", "values"):
+            np.testing.assert_array_equal(getattr(results[0], name), getattr(other, name))
+    different_seed = gibbs_local_step(batch, frozen, batch.doc_seeds(12, 2), alpha=0.1, burnin=1, samples=2)
+    assert not np.array_equal(results[0].topics, different_seed.topics)
+
+
+def test_merge_pairs_sums_like_a_dictionary():
+    rng = np.random.default_rng(5)
+    words = rng.integers(0, 6, 500).astype(np.int32)
+    topics = rng.integers(0, 4, 500).astype(np.int32)
+    values = rng.integers(1, 9, 500).astype(np.int32)
+    starts = np.array([0, 100, 250, 400])
+    sizes = np.array([80, 150, 100, 100])
+    expected = {}
+    for s, n in zip(starts, sizes):
+        for p in range(s, s + n):
+            expected[(words[p], topics[p])] = expected.get((words[p], topics[p]), 0) + values[p]
+    w, k, v = merge_pairs(words, topics, values, starts, sizes, 6, 4)
+    assert dict(zip(zip(w.tolist(), k.tolist()), v.tolist())) == expected
+    assert np.all(np.diff(w) >= 0)
