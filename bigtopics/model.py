@@ -1,0 +1,134 @@
+"""A trained model on disk (`<run>/model.zarr`) and its reader, `load_model`.
+
+Layout (model_format_version 1), a Zarr v3 group:
+
+    model.zarr/          attrs: model_format_version, n_topics, n_words, alpha, eta, settings,
+                         progress (epoch, minibatches, documents and tokens seen), store
+                         fingerprint
+      vocab          str (V,)       word id -> word, the store's vocabulary
+      topic_totals   float64 (K,)   N[k] = sum_w N[k, w]
+      topic_word/    CSR group (anndata csr_matrix encoding, shape [K, V]): the non-smoothing
+                     statistics N[k, w] > 0, topic-major; indptr int64 (K+1), indices uint32
+                     word ids ascending within a topic, data float32 N values
+
+p(w | k) = (eta + N[k, w]) / (V eta + N[k]) for every word, stored or not. Readers slice one
+topic at a time, so a large model is never loaded whole.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from .atomic import publish_dir, temporary_sibling
+from .kernels.csr import transpose_csr
+from .store import CSR_ENCODING, StoreError, default_compressors
+
+MODEL_FORMAT_VERSION = 1
+MODEL_NAME = "model.zarr"
+ENTRIES_PER_CHUNK = 1 << 20
+
+
+def write_model(path: str | os.PathLike, word_major, topic_totals, vocab, *, alpha: float, eta: float,
+                attrs: dict | None = None) -> Path:
+    """Write a model from word-major CSR statistics (indptr over V, topic ids, N values)."""
+    path = Path(path)
+    indptr, topics, values = word_major
+    n_topics, n_words = len(topic_totals), len(indptr) - 1
+    t_indptr, t_words, t_values = transpose_csr(
+        np.asarray(indptr, np.int64), np.asarray(topics, np.int64), np.asarray(values, np.float32), n_topics
+    )
+    tmp = temporary_sibling(path)
+    group = zarr.open_group(tmp, mode="w")
+
+    def put(g, name, values, dtype, chunk):
+        arr = g.create_array(name, shape=values.shape, chunks=(max(1, min(chunk, len(values))),), dtype=dtype,
+                             compressors=default_compressors(dtype))
+        if len(values):
+            arr[:] = values
+        return arr
+
+    put(group, "vocab", np.asarray(vocab, dtype=str), str, 1 << 16)
+    put(group, "topic_totals", np.asarray(topic_totals, np.float64), np.float64, 1 << 16)
+    tw = group.create_group("topic_word")
+    tw.attrs.update({**CSR_ENCODING, "shape": [n_topics, n_words]})
+    put(tw, "indptr", t_indptr, np.int64, 1 << 16)
+    put(tw, "indices", t_words.astype(np.uint32), np.uint32, ENTRIES_PER_CHUNK)
+    put(tw, "data", t_values, np.float32, ENTRIES_PER_CHUNK)
+    group.attrs.update({
+        "model_format_version": MODEL_FORMAT_VERSION,
+        "n_topics": n_topics,
+        "n_words": n_words,
+        "alpha": alpha,
+        "eta": eta,
+        **(attrs or {}),
+    })
+    publish_dir(tmp, path, overwrite=True)
+    return path
+
+
+class Model:
+    """A trained topic model, read lazily from disk."""
+
+    def __init__(self, path: str | os.PathLike):
+        path = Path(path)
+        if (path / MODEL_NAME).exists():
+            path = path / MODEL_NAME
+        if not (path / "zarr.json").exists():
+            raise StoreError(f"no model at {path} (a run writes {MODEL_NAME} after its first snapshot)")
+        self.path = path
+        self.group = zarr.open_group(path, mode="r")
+        self.attrs = dict(self.group.attrs)
+        if self.attrs.get("model_format_version") != MODEL_FORMAT_VERSION:
+            raise StoreError(f"{path} has model format {self.attrs.get('model_format_version')!r}, "
+                             f"this bigtopics reads {MODEL_FORMAT_VERSION}")
+        self.n_topics = int(self.attrs["n_topics"])
+        self.n_words = int(self.attrs["n_words"])
+        self.alpha = float(self.attrs["alpha"])
+        self.eta = float(self.attrs["eta"])
+        self.topic_totals = np.asarray(self.group["topic_totals"][:])
+        self._indptr = np.asarray(self.group["topic_word/indptr"][:])
+        self._vocab = None
+
+    @property
+    def vocab(self) -> np.ndarray:
+        if self._vocab is None:
+            self._vocab = np.asarray(self.group["vocab"][:], dtype=object)
+        return self._vocab
+
+    @property
+    def n_entries(self) -> int:
+        return int(self._indptr[-1])
+
+    def topic_entries(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(word ids, N[k, w]) of the stored entries of topic k."""
+        lo, hi = int(self._indptr[k]), int(self._indptr[k + 1])
+        return (np.asarray(self.group["topic_word/indices"][lo:hi], np.int64),
+                np.asarray(self.group["topic_word/data"][lo:hi], np.float64))
+
+    def word_probabilities(self, k: int) -> np.ndarray:
+        """p(w | k) for every word (dense, V)."""
+        words, values = self.topic_entries(k)
+        p = np.full(self.n_words, self.eta)
+        p[words] += values
+        return p / (self.n_words * self.eta + self.topic_totals[k])
+
+    def top_words(self, k: int, n: int = 10) -> list[tuple[str, float]]:
+        """The n most probable words of topic k with p(w | k), most probable first."""
+        words, values = self.topic_entries(k)
+        order = np.lexsort((words, -values))[:n]
+        norm = self.n_words * self.eta + self.topic_totals[k]
+        out = [(self.vocab[w], (self.eta + v) / norm) for w, v in zip(words[order], values[order])]
+        if len(out) < n:  # a nearly empty topic: pad with the smoothing mass of unstored words
+            stored = set(words[order].tolist())
+            extra = [w for w in range(self.n_words) if w not in stored][: n - len(out)]
+            out += [(self.vocab[w], self.eta / norm) for w in extra]
+        return out
+
+
+def load_model(path: str | os.PathLike) -> Model:
+    """Open the model of a run directory (or a model.zarr directly)."""
+    return Model(path)

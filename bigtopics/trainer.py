@@ -1,0 +1,268 @@
+"""The training loop: stream minibatches, run the local step, take the global step.
+
+One minibatch t (Mimno, Hoffman & Blei 2012, Algorithm 1; algorithms.md section 1):
+  1. freeze exp(Elog_beta) for the minibatch's words from the topic-word table;
+  2. local step: sparse Gibbs sampling of every document (numba threads, static ranges);
+  3. global step: N <- (1 - rho_t) N + rho_t (D / |B|) Nhat with rho_t = (tau0 + t)^-kappa,
+     applied lazily to the hash-sparse table (scale factor pi_t, periodic resets).
+
+Parallelism is numba threads over documents rather than worker processes: the table, the frozen
+view and the statistics are shared with no copies, pickling or merging across processes, and the
+read-ahead thread decompresses the next minibatch while the sampler (which releases the GIL)
+runs. The run directory holds settings.json, metrics.jsonl, the memory-mapped table (table/) and
+model.zarr (a snapshot every few minutes, and at the end).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from .atomic import atomic_write_bytes
+from .local_step import FrozenTopics, gibbs_local_step
+from .memory import available_bytes, format_bytes, peak_rss_bytes, rss_bytes
+from .minibatches import MinibatchStream, read_ahead
+from .model import MODEL_NAME, write_model
+from .progress import Progress
+from .store import Store, open_store
+from .topic_word import TopicWordTable
+
+# Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
+TABLE_BYTES_PER_ENTRY = 24
+
+
+@dataclass
+class TrainSettings:
+    """Everything that defines a training run (defaults follow the paper's findings)."""
+
+    n_topics: int
+    alpha: float = 0.1
+    eta: float = 0.5
+    kappa: float = 0.6
+    tau0: float = 64.0
+    batch_size: int = 1024
+    burnin: int = 2
+    samples: int = 2
+    seed: int = 0
+    epochs: int = 1
+    max_docs: int | None = None
+    drop_below: float = 0.01
+    reset_below: float = 1e-4
+    workers: int = 0  # 0: all cores
+    window_blocks: int = 16
+
+    def validate(self) -> None:
+        checks = [
+            (self.n_topics >= 1, f"the number of topics must be at least 1 (got {self.n_topics})"),
+            (self.alpha > 0, f"alpha must be positive (got {self.alpha})"),
+            (self.eta > 0, f"eta must be positive (got {self.eta})"),
+            (0.5 < self.kappa <= 1, f"kappa must be in (0.5, 1] for convergence (got {self.kappa})"),
+            (self.tau0 >= 0, f"tau0 must be non-negative (got {self.tau0})"),
+            (self.batch_size >= 1, f"the batch size must be at least 1 (got {self.batch_size})"),
+            (self.burnin >= 0, f"burnin must be non-negative (got {self.burnin})"),
+            (self.samples >= 1, f"samples must be at least 1 (got {self.samples})"),
+            (self.epochs >= 1, f"epochs must be at least 1 (got {self.epochs})"),
+            (self.max_docs is None or self.max_docs >= 1, "max-docs must be at least 1"),
+            (self.drop_below >= 0, "the drop threshold must be non-negative"),
+            (0 < self.reset_below < 1, "reset-below must be in (0, 1)"),
+            (self.workers >= 0, "workers must be non-negative"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @property
+    def n_workers(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+
+def learning_rate(step: int, tau0: float, kappa: float) -> float:
+    """rho_t = (tau0 + t)^-kappa for steps t = 1, 2, ..."""
+    return float((tau0 + step) ** -kappa)
+
+
+@dataclass
+class RunState:
+    """Where a run stands."""
+
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    step: int = 0
+    docs_seen: int = 0
+    tokens_seen: int = 0
+    seconds: float = 0.0
+    last_metrics: dict = field(default_factory=dict)
+
+
+def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> None:
+    """Refuse, before any work, a run whose table cannot fit on the disk that holds it."""
+    if store.n_docs == 0 or store.n_tokens == 0:
+        raise ValueError(f"{store.path} holds no documents: nothing to train on")
+    # The table cannot hold more entries than K x V, nor (much) more than the corpus's distinct
+    # (document, word) pairs times the topics a word takes in a document.
+    entries = min(settings.n_topics * store.n_words, store.nnz * min(settings.n_topics, 4))
+    needed = entries * TABLE_BYTES_PER_ENTRY
+    free = shutil.disk_usage(run_dir).free
+    if needed > free + available_bytes():
+        raise ValueError(
+            f"the topic-word table may need up to {format_bytes(needed)} but {run_dir} has only "
+            f"{format_bytes(free)} free disk (and {format_bytes(available_bytes())} free memory); "
+            "use fewer topics or a smaller vocabulary"
+        )
+
+
+class Trainer:
+    """Runs (or continues) one training run in a run directory."""
+
+    def __init__(self, store_path, run_dir, settings: TrainSettings, *, quiet: bool = False,
+                 report_seconds: float = 10.0, snapshot_seconds: float = 600.0):
+        settings.validate()
+        self.settings = settings
+        self.store = open_store(store_path)
+        self.run_dir = Path(run_dir)
+        self.quiet = quiet
+        self.report_seconds = report_seconds
+        self.snapshot_seconds = snapshot_seconds
+        self.stream = MinibatchStream(self.store, settings.batch_size, settings.seed, settings.window_blocks)
+        self.n_training_docs = self.stream.n_training_docs
+        self.state = RunState()
+        self.table: TopicWordTable | None = None
+
+    # -- files of the run ------------------------------------------------------------------
+    def _prepare_run_dir(self, overwrite: bool) -> None:
+        if self.run_dir.exists() and any(self.run_dir.iterdir()):
+            if not overwrite:
+                raise FileExistsError(f"{self.run_dir} already holds a run (use --overwrite to start afresh)")
+            shutil.rmtree(self.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        check_resources(self.store, self.settings, self.run_dir)
+        record = {
+            "settings": asdict(self.settings),
+            "store": str(self.store.path.resolve()),
+            "store_fingerprint": self.store.fingerprint(),
+            "n_training_docs": self.n_training_docs,
+        }
+        atomic_write_bytes(self.run_dir / "settings.json", json.dumps(record, indent=2).encode())
+
+    def _log_metrics(self, record: dict) -> None:
+        with open(self.run_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def write_model(self) -> Path:
+        s, st = self.settings, self.state
+        return write_model(
+            self.run_dir / MODEL_NAME, self.table.to_csr(), self.table.topic_totals(), self.store.vocab,
+            alpha=s.alpha, eta=s.eta,
+            attrs={
+                "settings": asdict(s),
+                "progress": {"epoch": st.epoch, "batch_in_epoch": st.batch_in_epoch, "minibatches": st.step,
+                             "docs_seen": st.docs_seen, "tokens_seen": st.tokens_seen},
+                "store_fingerprint": self.store.fingerprint(),
+                "table": {"entries": self.table.n_entries, "resets": self.table.n_resets,
+                          "mass_dropped": self.table.mass_dropped},
+            },
+        )
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self, overwrite: bool = False) -> Path:
+        s = self.settings
+        self._prepare_run_dir(overwrite)
+        self.table = TopicWordTable(s.n_topics, self.store.n_words, directory=self.run_dir / "table")
+        self.table.drop_below = s.drop_below
+        self.table.reset_below = s.reset_below
+        numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
+        total_docs = s.epochs * self.n_training_docs
+        if s.max_docs is not None:
+            total_docs = min(total_docs, s.max_docs)
+        progress = Progress("train", total=total_docs, unit="docs", quiet=self.quiet, postfix=self._postfix)
+        try:
+            self._loop(progress, total_docs)
+        finally:
+            progress.close()
+        self._log_metrics(self._metrics_record(final=True))
+        path = self.write_model()
+        self.table.close()
+        return path
+
+    def _loop(self, progress: Progress, total_docs: int) -> None:
+        s, st = self.settings, self.state
+        started = time.monotonic()
+        last_report = last_snapshot = started
+        interval_tokens, interval_start = 0, started
+        for epoch in range(st.epoch, s.epochs):
+            st.epoch = epoch
+            for batch in read_ahead(self.stream.epoch(epoch, skip=st.batch_in_epoch)):
+                if st.docs_seen >= total_docs:
+                    return
+                self.step(batch, epoch)
+                interval_tokens += batch.n_tokens
+                progress.update(batch.n_docs)
+                now = time.monotonic()
+                st.seconds = now - started
+                if now - last_report >= self.report_seconds:
+                    st.last_metrics = self._metrics_record(tokens_per_second=interval_tokens / (now - interval_start))
+                    self._log_metrics(st.last_metrics)
+                    last_report, interval_tokens, interval_start = now, 0, now
+                if now - last_snapshot >= self.snapshot_seconds:
+                    self.write_model()
+                    last_snapshot = now
+            st.batch_in_epoch = 0
+
+    def step(self, batch, epoch: int) -> None:
+        """One minibatch: freeze, local step, global step."""
+        s, st = self.settings, self.state
+        frozen = FrozenTopics.from_table(self.table, np.unique(batch.words), s.eta)
+        stats = gibbs_local_step(batch, frozen, batch.doc_seeds(s.seed, epoch), alpha=s.alpha,
+                                 burnin=s.burnin, samples=s.samples, n_workers=s.n_workers)
+        st.step += 1
+        rho = learning_rate(st.step, s.tau0, s.kappa)
+        self.table.update(stats.words, stats.topics, stats.values, rho, self.n_training_docs / batch.n_docs)
+        st.batch_in_epoch += 1
+        st.docs_seen += batch.n_docs
+        st.tokens_seen += batch.n_tokens
+
+    # -- reporting -------------------------------------------------------------------------
+    def _metrics_record(self, tokens_per_second: float | None = None, final: bool = False) -> dict:
+        st = self.state
+        elapsed = max(st.seconds, 1e-9)
+        return {
+            "minibatch": st.step,
+            "epoch": st.epoch,
+            "docs_seen": st.docs_seen,
+            "tokens_seen": st.tokens_seen,
+            "seconds": round(st.seconds, 3),
+            "tokens_per_s": round(tokens_per_second if tokens_per_second is not None else st.tokens_seen / elapsed, 1),
+            "rho": learning_rate(max(st.step, 1), self.settings.tau0, self.settings.kappa),
+            "pi": self.table.pi,
+            "table_entries": self.table.n_entries,
+            "table_resets": self.table.n_resets,
+            "mass_dropped": self.table.mass_dropped,
+            "heldout_loglik": None,
+            "rss_bytes": rss_bytes(),
+            "peak_rss_bytes": peak_rss_bytes(),
+            **({"final": True} if final else {}),
+        }
+
+    def _postfix(self) -> dict:
+        st = self.state
+        out = {
+            "tok/s": f"{st.tokens_seen / max(st.seconds, 1e-9):,.0f}",
+            "entries": f"{self.table.n_entries:,}" if self.table is not None else "0",
+            "mem": format_bytes(rss_bytes()),
+        }
+        if st.last_metrics.get("heldout_loglik") is not None:
+            out["heldout"] = f"{st.last_metrics['heldout_loglik']:.3f}"
+        return out
+
+
+def train(store_path, run_dir, settings: TrainSettings, *, overwrite: bool = False, quiet: bool = False,
+          **options) -> Path:
+    """Train a model on a store; returns the path of the written model (`<run_dir>/model.zarr`)."""
+    return Trainer(store_path, run_dir, settings, quiet=quiet, **options).run(overwrite=overwrite)
