@@ -13,6 +13,7 @@ import sys
 import click
 import numpy as np
 
+from .checkpoints import CheckpointError
 from .store import StoreError
 
 
@@ -23,7 +24,7 @@ def user_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (StoreError, FileExistsError, FileNotFoundError, ValueError, OSError) as e:
+        except (StoreError, CheckpointError, FileExistsError, FileNotFoundError, ValueError, OSError) as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
 
@@ -42,55 +43,67 @@ def main():
 # -- train and topics -----------------------------------------------------------------------
 
 
-def _duration_seconds(text: str) -> float:
-    """'90s', '10m', '2h' or a number of seconds."""
-    units = {"s": 1, "m": 60, "h": 3600}
-    text = text.strip().lower()
-    if text and text[-1] in units:
-        return float(text[:-1]) * units[text[-1]]
-    return float(text)
-
-
 @main.command()
-@click.argument("store", type=click.Path(exists=True, file_okay=False))
-@click.option("-o", "--output", "run_dir", required=True, type=click.Path(file_okay=False),
-              help="Run directory: settings, metrics log, table and model.")
-@click.option("-k", "--topics", "n_topics", type=int, required=True, help="Number of topics K.")
-@click.option("--epochs", type=int, default=1, show_default=True, help="Passes over the store.")
-@click.option("--max-docs", type=int, default=None, help="Stop after this many documents.")
-@click.option("--batch-size", type=int, default=1024, show_default=True, help="Documents per minibatch.")
-@click.option("--alpha", type=float, default=0.1, show_default=True, help="Document-topic prior.")
-@click.option("--eta", type=float, default=0.5, show_default=True, help="Topic-word prior.")
-@click.option("--kappa", type=float, default=0.6, show_default=True, help="Learning-rate decay.")
-@click.option("--tau0", type=float, default=64.0, show_default=True, help="Learning-rate offset.")
-@click.option("--burnin", type=int, default=2, show_default=True, help="Gibbs sweeps discarded per document.")
-@click.option("--samples", type=int, default=2, show_default=True, help="Gibbs sweeps averaged per document.")
-@click.option("--drop-below", type=float, default=0.01, show_default=True,
-              help="At a table reset, drop entries with N[k,w] below this (the mass dropped is logged).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=int, default=0, help="Sampler threads (default: all cores).")
+@click.argument("store", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", "run_dir", type=click.Path(file_okay=False),
+              help="Run directory: settings, metrics log, checkpoints, table and model.")
+@click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
+              help="Continue this run from its newest good checkpoint (epochs, max-docs, workers and "
+                   "checkpoint settings may change).")
+@click.option("-k", "--topics", "n_topics", type=int, help="Number of topics K.")
+@click.option("--epochs", type=int, help="Passes over the store.  [default: 1]")
+@click.option("--max-docs", type=int, help="Stop after this many documents in all.")
+@click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024]")
+@click.option("--alpha", type=float, help="Document-topic prior.  [default: 0.1]")
+@click.option("--eta", type=float, help="Topic-word prior (0.4-0.6 give the best topics).  [default: 0.5]")
+@click.option("--kappa", type=float, help="Learning-rate decay, rho_t = (tau0 + t)^-kappa.  [default: 0.6]")
+@click.option("--tau0", type=float, help="Learning-rate offset.  [default: 64]")
+@click.option("--burnin", type=int, help="Gibbs sweeps discarded per document.  [default: 2]")
+@click.option("--samples", type=int, help="Gibbs sweeps averaged per document.  [default: 2]")
+@click.option("--drop-below", type=float,
+              help="At a table reset, drop entries with N[k,w] below this; the mass dropped is logged.  [default: 0.01]")
+@click.option("--seed", type=int, help="Fixes every random choice.  [default: 0]")
+@click.option("--workers", type=int, help="Sampler threads.  [default: all cores]")
+@click.option("--checkpoint-every", help="Minibatches (200) or a duration (30m, 2h).  [default: 30m]")
+@click.option("--keep-checkpoints", type=int, help="How many checkpoints to keep.  [default: 3]")
 @click.option("--snapshot-every", default="10m", show_default=True,
               help="Write model.zarr this often so `bigtopics topics` can read a run in progress.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @user_errors
-def train(store, run_dir, n_topics, epochs, max_docs, batch_size, alpha, eta, kappa, tau0, burnin, samples,
-          drop_below, seed, workers, snapshot_every, overwrite, quiet):
-    """Train a topic model on STORE (written by `bigtopics ingest`)."""
+def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given):
+    """Train a topic model on STORE (written by `bigtopics ingest`), or resume a run."""
     from .memory import format_bytes, peak_rss_bytes
-    from .trainer import TrainSettings, Trainer
+    from .trainer import TrainSettings, Trainer, parse_interval
 
-    settings = TrainSettings(
-        n_topics=n_topics, alpha=alpha, eta=eta, kappa=kappa, tau0=tau0, batch_size=batch_size, burnin=burnin,
-        samples=samples, seed=seed, epochs=epochs, max_docs=max_docs, drop_below=drop_below, workers=workers,
-    )
-    trainer = Trainer(store, run_dir, settings, quiet=quiet, snapshot_seconds=_duration_seconds(snapshot_every))
+    given = {k: v for k, v in given.items() if v is not None}
+    _, snapshot_seconds = parse_interval(snapshot_every)
+    if snapshot_seconds is None:
+        raise click.BadParameter("give a duration such as 10m", param_hint="--snapshot-every")
+    options = {"snapshot_seconds": snapshot_seconds}
+    if resume_dir:
+        if store or run_dir:
+            raise click.UsageError("--resume takes the run directory alone (no STORE or -o)")
+        trainer = Trainer.resume(resume_dir, quiet=quiet, options=options, **given)
+        run_dir = resume_dir
+        if not quiet:
+            st = trainer.state
+            click.echo(f"resuming {resume_dir} from {trainer.resumed_from.path.name} "
+                       f"(epoch {st.epoch}, minibatch {st.step}, {st.docs_seen:,} documents seen)", err=True)
+    else:
+        if not store or not run_dir or "n_topics" not in given:
+            raise click.UsageError("give STORE, -o RUN_DIR and -k TOPICS (or --resume RUN_DIR)")
+        trainer = Trainer(store, run_dir, TrainSettings(**given), quiet=quiet, **options)
     model_path = trainer.run(overwrite=overwrite)
     st = trainer.state
+    if trainer.stop_signal is not None:
+        click.echo(f"stopped at minibatch {st.step} with a checkpoint; continue with:\n"
+                   f"    bigtopics train --resume {run_dir}", err=True)
+        sys.exit(130)
     if not quiet:
         click.echo(
-            f"trained {n_topics} topics on {st.docs_seen:,} documents ({st.tokens_seen:,} tokens) in "
-            f"{st.seconds:.1f} s ({st.tokens_seen / max(st.seconds, 1e-9):,.0f} tokens/s); "
+            f"trained {trainer.settings.n_topics} topics on {st.docs_seen:,} documents ({st.tokens_seen:,} tokens) "
+            f"in {st.seconds:.1f} s ({st.tokens_seen / max(st.seconds, 1e-9):,.0f} tokens/s); "
             f"table {trainer.table.n_entries:,} entries, peak memory {format_bytes(peak_rss_bytes())}",
             err=True,
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .kernels.csr import row_cumsum
 from .kernels.gibbs import _sample_minibatch
 from .kernels.rng import stream_seeds
 from .kernels.sparse_stats import merge_pairs
@@ -64,6 +65,11 @@ class FrozenTopics:
     row_topics: np.ndarray  # int32
     row_coef: np.ndarray  # float64
     smoothing: np.ndarray  # float64 (K,)
+
+    def kernel_view(self) -> tuple:
+        """The tuple the sampler kernels take (see kernels/gibbs.py)."""
+        return (self.row_indptr, self.row_topics, self.row_coef, row_cumsum(self.row_indptr, self.row_coef),
+                self.smoothing, np.cumsum(self.smoothing))
 
     @classmethod
     def from_table(cls, table, words: np.ndarray, eta: float) -> "FrozenTopics":
@@ -120,9 +126,7 @@ def gibbs_local_step(
     _sample_minibatch(
         batch.indptr, local_words, counts, token_starts, np.asarray(doc_seeds, np.uint64),
         worker_bounds, float(alpha), int(burnin), int(samples),
-        int(doc_tokens.max(initial=1)), int(row_lengths.max(initial=1)),
-        frozen.row_indptr, frozen.row_topics, frozen.row_coef, frozen.smoothing,
-        np.cumsum(frozen.smoothing), out_words, out_topics, out_counts, out_n_pairs,
+        int(doc_tokens.max(initial=1)), int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words, out_topics, out_counts, out_n_pairs,
     )
     words, topics, tallies = merge_pairs(
         out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs,

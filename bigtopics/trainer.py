@@ -18,6 +18,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +29,7 @@ import numba
 import numpy as np
 
 from .atomic import atomic_write_bytes
+from .checkpoints import CheckpointInfo, load_latest_checkpoint, save_checkpoint
 from .local_step import FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, rss_bytes
 from .minibatches import MinibatchStream, read_ahead
@@ -34,6 +38,9 @@ from .progress import Progress
 from .store import Store, open_store
 from .topic_word import TopicWordTable
 
+SETTINGS_NAME = "settings.json"
+METRICS_NAME = "metrics.jsonl"
+TABLE_DIR = "table"
 # Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
 TABLE_BYTES_PER_ENTRY = 24
 
@@ -57,6 +64,11 @@ class TrainSettings:
     reset_below: float = 1e-4
     workers: int = 0  # 0: all cores
     window_blocks: int = 16
+    checkpoint_every: str = "30m"  # minibatches ("200") or a duration ("30m", "2h", "90s")
+    keep_checkpoints: int = 3
+
+    # What a resumed run may change; everything else defines the model and must stay.
+    CHANGEABLE = ("epochs", "max_docs", "workers", "checkpoint_every", "keep_checkpoints")
 
     def validate(self) -> None:
         checks = [
@@ -73,14 +85,32 @@ class TrainSettings:
             (self.drop_below >= 0, "the drop threshold must be non-negative"),
             (0 < self.reset_below < 1, "reset-below must be in (0, 1)"),
             (self.workers >= 0, "workers must be non-negative"),
+            (self.keep_checkpoints >= 1, "keep at least one checkpoint"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        parse_interval(self.checkpoint_every)
 
     @property
     def n_workers(self) -> int:
         return self.workers or os.cpu_count() or 1
+
+
+def parse_interval(text: str) -> tuple[int | None, float | None]:
+    """'200' -> (200 minibatches, None); '30m', '2h', '90s' -> (None, seconds)."""
+    text = str(text).strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        if text and text[-1] in units:
+            seconds = float(text[:-1]) * units[text[-1]]
+            if seconds > 0:
+                return None, seconds
+        elif int(text) > 0:
+            return int(text), None
+    except ValueError:
+        pass
+    raise ValueError(f"checkpoint interval {text!r}: give a number of minibatches (200) or a duration (30m, 2h)")
 
 
 def learning_rate(step: int, tau0: float, kappa: float) -> float:
@@ -119,7 +149,12 @@ def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> Non
 
 
 class Trainer:
-    """Runs (or continues) one training run in a run directory."""
+    """Runs, or resumes, one training run in a run directory.
+
+    `Trainer(store, run_dir, settings)` starts a run; `Trainer.resume(run_dir, **changes)`
+    continues one from its newest good checkpoint. Either way `run()` trains until the stopping
+    rule, checkpointing as it goes, and writes the model.
+    """
 
     def __init__(self, store_path, run_dir, settings: TrainSettings, *, quiet: bool = False,
                  report_seconds: float = 10.0, snapshot_seconds: float = 600.0):
@@ -134,26 +169,77 @@ class Trainer:
         self.n_training_docs = self.stream.n_training_docs
         self.state = RunState()
         self.table: TopicWordTable | None = None
+        self.resumed_from: CheckpointInfo | None = None
+        self.stop_signal: int | None = None
+
+    @classmethod
+    def resume(cls, run_dir, *, quiet: bool = False, options: dict | None = None, **changes) -> "Trainer":
+        """Continue a run from its newest good checkpoint, with some settings changed.
+
+        Only TrainSettings.CHANGEABLE settings may change; the store must be the one the run
+        started on (same fingerprint).
+        """
+        run_dir = Path(run_dir)
+        options = options or {}
+        record = _read_settings(run_dir)
+        settings = TrainSettings(**record["settings"])
+        refused = {k: v for k, v in changes.items()
+                   if v is not None and k not in TrainSettings.CHANGEABLE and v != getattr(settings, k)}
+        if refused:
+            raise ValueError(
+                f"cannot change {', '.join(sorted(refused))} when resuming {run_dir} (they define the model); "
+                f"only {', '.join(TrainSettings.CHANGEABLE)} may change; start a new run instead"
+            )
+        for k, v in changes.items():
+            if v is not None:
+                setattr(settings, k, v)
+        store_path = record["store"]
+        if not Path(store_path).exists():
+            raise FileNotFoundError(f"the run's store {store_path} is gone; it must be where the run started")
+        trainer = cls(store_path, run_dir, settings, quiet=quiet, **options)
+        if trainer.store.fingerprint() != record["store_fingerprint"]:
+            raise ValueError(f"the store at {store_path} changed since {run_dir} started "
+                             "(different documents, vocabulary or settings); resuming would mix corpora")
+        meta, arrays, info = load_latest_checkpoint(run_dir)
+        trainer.table = TopicWordTable.from_state(
+            {**arrays, **meta["table_scalars"]}, directory=_fresh_dir(run_dir / TABLE_DIR))
+        trainer.state = RunState(**meta["state"])
+        trainer.resumed_from = info
+        trainer._truncate_metrics(trainer.state.step)
+        trainer._write_settings()
+        return trainer
 
     # -- files of the run ------------------------------------------------------------------
-    def _prepare_run_dir(self, overwrite: bool) -> None:
+    def _start_run_dir(self, overwrite: bool) -> None:
         if self.run_dir.exists() and any(self.run_dir.iterdir()):
             if not overwrite:
-                raise FileExistsError(f"{self.run_dir} already holds a run (use --overwrite to start afresh)")
+                raise FileExistsError(f"{self.run_dir} already holds a run (use --resume to continue it, "
+                                      "--overwrite to start afresh)")
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         check_resources(self.store, self.settings, self.run_dir)
+        self._write_settings()
+
+    def _write_settings(self) -> None:
         record = {
             "settings": asdict(self.settings),
             "store": str(self.store.path.resolve()),
             "store_fingerprint": self.store.fingerprint(),
             "n_training_docs": self.n_training_docs,
         }
-        atomic_write_bytes(self.run_dir / "settings.json", json.dumps(record, indent=2).encode())
+        atomic_write_bytes(self.run_dir / SETTINGS_NAME, json.dumps(record, indent=2).encode())
 
     def _log_metrics(self, record: dict) -> None:
-        with open(self.run_dir / "metrics.jsonl", "a") as f:
+        with open(self.run_dir / METRICS_NAME, "a") as f:
             f.write(json.dumps(record) + "\n")
+
+    def _truncate_metrics(self, step: int) -> None:
+        """Drop metrics logged after the checkpoint we resume from (they will be logged again)."""
+        path = self.run_dir / METRICS_NAME
+        if path.exists():
+            kept = [line for line in path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["minibatch"] <= step]
+            atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
 
     def write_model(self) -> Path:
         s, st = self.settings, self.state
@@ -162,57 +248,78 @@ class Trainer:
             alpha=s.alpha, eta=s.eta,
             attrs={
                 "settings": asdict(s),
-                "progress": {"epoch": st.epoch, "batch_in_epoch": st.batch_in_epoch, "minibatches": st.step,
-                             "docs_seen": st.docs_seen, "tokens_seen": st.tokens_seen},
+                "progress": asdict(st) | {"last_metrics": None},
                 "store_fingerprint": self.store.fingerprint(),
                 "table": {"entries": self.table.n_entries, "resets": self.table.n_resets,
                           "mass_dropped": self.table.mass_dropped},
             },
         )
 
+    def write_checkpoint(self) -> Path:
+        state = self.table.state()
+        arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
+        scalars = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in state.items() if k not in arrays}
+        meta = {"state": asdict(self.state), "table_scalars": scalars, "settings": asdict(self.settings),
+                "store_fingerprint": self.store.fingerprint()}
+        return save_checkpoint(self.run_dir, self.state.step, meta, arrays, keep=self.settings.keep_checkpoints)
+
     # -- the loop --------------------------------------------------------------------------
     def run(self, overwrite: bool = False) -> Path:
+        """Train to the stopping rule (or a stop signal); returns the model's path."""
         s = self.settings
-        self._prepare_run_dir(overwrite)
-        self.table = TopicWordTable(s.n_topics, self.store.n_words, directory=self.run_dir / "table")
-        self.table.drop_below = s.drop_below
-        self.table.reset_below = s.reset_below
+        if self.table is None:
+            self._start_run_dir(overwrite)
+            self.table = TopicWordTable(s.n_topics, self.store.n_words,
+                                        directory=_fresh_dir(self.run_dir / TABLE_DIR))
+            self.table.drop_below = s.drop_below
+            self.table.reset_below = s.reset_below
         numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
-        total_docs = s.epochs * self.n_training_docs
-        if s.max_docs is not None:
-            total_docs = min(total_docs, s.max_docs)
-        progress = Progress("train", total=total_docs, unit="docs", quiet=self.quiet, postfix=self._postfix)
+        progress = Progress("train", total=self.docs_limit(), unit="docs", quiet=self.quiet, postfix=self._postfix)
+        progress.count = self.state.docs_seen
         try:
-            self._loop(progress, total_docs)
+            with _StopOnSignal(self):
+                self._loop(progress)
         finally:
             progress.close()
-        self._log_metrics(self._metrics_record(final=True))
+        self.write_checkpoint()
+        if self.stop_signal is None:
+            self._log_metrics(self._metrics_record(final=True))
         path = self.write_model()
-        self.table.close()
         return path
 
-    def _loop(self, progress: Progress, total_docs: int) -> None:
+    def docs_limit(self) -> int:
+        s = self.settings
+        limit = s.epochs * self.n_training_docs
+        return limit if s.max_docs is None else min(limit, s.max_docs)
+
+    def _loop(self, progress: Progress) -> None:
         s, st = self.settings, self.state
-        started = time.monotonic()
-        last_report = last_snapshot = started
-        interval_tokens, interval_start = 0, started
-        for epoch in range(st.epoch, s.epochs):
-            st.epoch = epoch
-            for batch in read_ahead(self.stream.epoch(epoch, skip=st.batch_in_epoch)):
-                if st.docs_seen >= total_docs:
+        every_batches, every_seconds = parse_interval(s.checkpoint_every)
+        clock = time.monotonic()
+        seconds_before = st.seconds
+        last_report = last_snapshot = last_checkpoint = clock
+        interval_tokens, interval_start = 0, clock
+        while st.epoch < s.epochs:
+            for batch in read_ahead(self.stream.epoch(st.epoch, skip=st.batch_in_epoch)):
+                if st.docs_seen >= self.docs_limit() or self.stop_signal is not None:
                     return
-                self.step(batch, epoch)
+                self.step(batch, st.epoch)
                 interval_tokens += batch.n_tokens
                 progress.update(batch.n_docs)
                 now = time.monotonic()
-                st.seconds = now - started
+                st.seconds = seconds_before + now - clock
                 if now - last_report >= self.report_seconds:
                     st.last_metrics = self._metrics_record(tokens_per_second=interval_tokens / (now - interval_start))
                     self._log_metrics(st.last_metrics)
                     last_report, interval_tokens, interval_start = now, 0, now
+                if (every_batches and st.step % every_batches == 0) or (
+                        every_seconds and now - last_checkpoint >= every_seconds):
+                    self.write_checkpoint()
+                    last_checkpoint = time.monotonic()
                 if now - last_snapshot >= self.snapshot_seconds:
                     self.write_model()
-                    last_snapshot = now
+                    last_snapshot = time.monotonic()
+            st.epoch += 1
             st.batch_in_epoch = 0
 
     def step(self, batch, epoch: int) -> None:
@@ -262,7 +369,51 @@ class Trainer:
         return out
 
 
+class _StopOnSignal:
+    """First Ctrl-C or SIGTERM: finish the minibatch, checkpoint, stop. A second: exit at once."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        self.previous = {}
+
+    def _handle(self, signum, frame):
+        self.trainer.stop_signal = signum
+        signal.signal(signum, signal.SIG_DFL)  # the next one terminates the process immediately
+        if not self.trainer.quiet:
+            print(f"\n{signal.Signals(signum).name}: finishing this minibatch and writing a checkpoint "
+                  "(send it again to exit at once; the last checkpoint stands)", file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self.previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+
+def _fresh_dir(path: Path) -> Path:
+    """An empty directory for the memory-mapped table (its files are rebuilt on every start)."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def _read_settings(run_dir: Path) -> dict:
+    path = Path(run_dir) / SETTINGS_NAME
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a training run (no {SETTINGS_NAME})")
+    return json.loads(path.read_text())
+
+
 def train(store_path, run_dir, settings: TrainSettings, *, overwrite: bool = False, quiet: bool = False,
           **options) -> Path:
     """Train a model on a store; returns the path of the written model (`<run_dir>/model.zarr`)."""
     return Trainer(store_path, run_dir, settings, quiet=quiet, **options).run(overwrite=overwrite)
+
+
+def resume(run_dir, *, quiet: bool = False, options: dict | None = None, **changes) -> Path:
+    """Continue a run from its newest good checkpoint; returns the path of the written model."""
+    return Trainer.resume(run_dir, quiet=quiet, options=options, **changes).run()

@@ -41,25 +41,27 @@ def test_frozen_topics_split_equals_dense_exp_elog_beta():
     np.testing.assert_allclose(rebuilt, naive.exp_elog_beta(dense, 0.4), rtol=1e-11)
 
 
-def test_draw_topic_follows_the_dense_conditional():
+@pytest.mark.parametrize("doc_topic_ids", [[1, 4, 8], list(range(0, 40, 2))])
+def test_draw_topic_follows_the_dense_conditional(doc_topic_ids):
+    """Few document topics look them up in the row; many scan the row: both exact."""
     rng = np.random.default_rng(2)
-    n_topics, alpha = 9, 0.3
-    dense = sparse_topic_word(rng, n_topics, 5)
+    n_topics, n_words, alpha = 40, 5, 0.3
+    dense = sparse_topic_word(rng, n_topics, n_words, density=0.7)
     frozen = freeze(dense, eta=0.5)
     weights = naive.exp_elog_beta(dense, 0.5)
-    other = np.array([1, 1, 4, 8, 8, 8])
+    other = np.repeat(doc_topic_ids, rng.integers(1, 4, len(doc_topic_ids)))
     n_dk = np.bincount(other, minlength=n_topics).astype(np.int32)
-    doc_topics = np.array([1, 4, 8] + [0] * (n_topics - 3), np.int32)
+    doc_topics = np.zeros(n_topics, np.int32)
+    doc_topics[: len(doc_topic_ids)] = doc_topic_ids
     doc_mass = float((n_dk * frozen.smoothing).sum())
-    cumsum = np.cumsum(frozen.smoothing)
-    scratch = np.zeros(n_topics)
-    for w in range(5):
-        grid = (np.arange(200_000) + 0.5) / 200_000  # inverse-CDF sampling on an even grid
-        draws = [draw_topic(u, w, alpha, n_dk, doc_topics, 3, doc_mass, alpha * cumsum[-1],
-                            frozen.row_indptr, frozen.row_topics, frozen.row_coef,
-                            frozen.smoothing, cumsum, scratch) for u in grid]
+    shared_cum, shared_topic = np.zeros(n_topics), np.zeros(n_topics, np.int32)
+    grid = (np.arange(100_000) + 0.5) / 100_000  # inverse-CDF sampling on an even grid
+    view = frozen.kernel_view()
+    for w in range(n_words):
+        draws = [draw_topic(u, w, alpha, n_dk, doc_topics, len(doc_topic_ids), doc_mass, view,
+                            shared_cum, shared_topic) for u in grid]
         freq = np.bincount(draws, minlength=n_topics) / len(grid)
-        np.testing.assert_allclose(freq, naive.gibbs_conditional(w, other, alpha, weights), atol=2e-5)
+        np.testing.assert_allclose(freq, naive.gibbs_conditional(w, other, alpha, weights), atol=3e-5)
 
 
 def replicated_batch(token_words, n_copies):

@@ -10,13 +10,19 @@ with smoothing[k] = e^psi(eta) / e^psi(V eta + N[k]) dense over topics and
 coef[k, w] = (e^psi(eta + N[k,w]) - e^psi(eta)) / e^psi(V eta + N[k]) > 0 only where N[k,w] > 0
 (algorithms.md, section 1). The mass splits into three buckets (Mimno et al. 2012, appendix A):
 
-    row    = sum_{k: N[k,w] > 0} (alpha + n_dk) coef[k,w]   scanned over the word's row
-    doc    = sum_{k: n_dk > 0}   n_dk smoothing[k]           kept incrementally, scanned over
-                                                            the document's topics
-    static = alpha * sum_k smoothing[k]                      drawn by binary search over the
-                                                            prefix sums, fixed for the minibatch
+    shared = sum_{k: N[k,w] > 0, n_dk > 0} n_dk coef[k,w]   topics of both word and document
+    row    = alpha * sum_{k: N[k,w] > 0} coef[k,w]           fixed for the minibatch
+    doc    = sum_{k: n_dk > 0} n_dk smoothing[k]             kept incrementally
+    static = alpha * sum_k smoothing[k]                      fixed for the minibatch
 
-so a draw costs O(topics in the word's row + topics in the document + log K), never O(K).
+The two fixed buckets are drawn by binary search over prefix sums computed once per minibatch
+(the exact, static counterpart of Li et al.'s alias tables). The shared bucket is found either
+by scanning the word's row and reading n_dk, or by looking each document topic up in the
+(sorted) row, whichever is cheaper for this token. A draw therefore costs
+O(min(row length, doc topics * log(row length)) + doc topics + log K), never O(K).
+
+The frozen view is the tuple (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing,
+smoothing_cumsum); row_coef_cumsum is the running sum of coef within each row.
 """
 
 from __future__ import annotations
@@ -28,26 +34,69 @@ from .rng import next_uniform
 
 
 @njit(cache=True)
-def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, static_mass,
-               row_indptr, row_topics, row_coef, smoothing, smoothing_cumsum, row_cumulative):
-    """Draw a topic for one token of word w from the three-bucket conditional, given u ~ U[0,1).
+def _find(sorted_values, lo, hi, target):
+    """Index of target in sorted_values[lo:hi], or -1."""
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sorted_values[mid] < target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < end and sorted_values[lo] == target else -1
 
-    n_dk, doc_topics[:n_doc_topics] and doc_mass must already exclude the token being
-    resampled; static_mass = alpha * smoothing_cumsum[-1]. row_cumulative is scratch of at least
-    the row's length.
+
+@njit(cache=True)
+def _first_above(cumulative, lo, hi, target):
+    """The smallest j in [lo, hi) with cumulative[j] > target (hi - 1 if rounding says none)."""
+    b = hi - 1
+    while lo < b:
+        mid = (lo + b) // 2
+        if cumulative[mid] > target:
+            b = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True)
+def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, shared_cum, shared_topic):
+    """Draw a topic for one token of word w from the four-bucket conditional, given u ~ U[0,1).
+
+    n_dk, doc_topics[:n_doc_topics] and doc_mass (= sum n_dk smoothing) must already exclude
+    the token being resampled. shared_cum / shared_topic are scratch of at least
+    min(K, longest row) entries.
     """
+    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum = frozen
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
-    row_mass = 0.0
-    for j in range(lo, hi):
-        row_mass += (alpha + n_dk[row_topics[j]]) * row_coef[j]
-        row_cumulative[j - lo] = row_mass
-    x = u * (row_mass + doc_mass + static_mass)
+    n_shared = 0
+    shared_mass = 0.0
+    if hi - lo <= 2 * n_doc_topics * (1 + np.log2(hi - lo + 1)):
+        for j in range(lo, hi):
+            n = n_dk[row_topics[j]]
+            if n > 0:
+                shared_mass += n * row_coef[j]
+                shared_cum[n_shared] = shared_mass
+                shared_topic[n_shared] = row_topics[j]
+                n_shared += 1
+    else:
+        for i in range(n_doc_topics):
+            k = doc_topics[i]
+            j = _find(row_topics, lo, hi, k)
+            if j >= 0:
+                shared_mass += n_dk[k] * row_coef[j]
+                shared_cum[n_shared] = shared_mass
+                shared_topic[n_shared] = k
+                n_shared += 1
+    row_mass = alpha * row_coef_cumsum[hi - 1] if hi > lo else 0.0
+    static_mass = alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
+    x = u * (shared_mass + row_mass + doc_mass + static_mass)
+    if x < shared_mass:
+        return shared_topic[_first_above(shared_cum, 0, n_shared, x)]
+    x -= shared_mass
     if x < row_mass:
-        for j in range(hi - lo):
-            if x < row_cumulative[j]:
-                return row_topics[lo + j]
-        return row_topics[hi - 1]
+        return row_topics[_first_above(row_coef_cumsum, lo, hi, x / alpha)]
     x -= row_mass
     if n_doc_topics > 0 and x < doc_mass:
         for i in range(n_doc_topics):
@@ -56,17 +105,8 @@ def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, static_mas
             if x < 0.0:
                 return k
         return doc_topics[n_doc_topics - 1]  # rounding carried x just past the end
-    # static bucket: the smallest k with smoothing_cumsum[k] > x / alpha
-    target = (x - doc_mass) / alpha
-    a = 0
-    b = smoothing_cumsum.shape[0] - 1
-    while a < b:
-        m = (a + b) // 2
-        if smoothing_cumsum[m] > target:
-            b = m
-        else:
-            a = m + 1
-    return a
+    x -= doc_mass
+    return _first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], x / alpha)
 
 
 @njit(cache=True)
@@ -88,9 +128,8 @@ def _add_token(k, delta, n_dk, doc_topics, topic_slot, n_doc_topics):
 
 
 @njit(cache=True)
-def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed,
-                    row_indptr, row_topics, row_coef, smoothing, smoothing_cumsum,
-                    n_dk, doc_topics, topic_slot, z, z_saved, row_cumulative, tally,
+def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, frozen,
+                    n_dk, doc_topics, topic_slot, z, z_saved, shared_cum, shared_topic, tally,
                     out_words, out_topics, out_counts):
     """Gibbs-sample one document and emit its sufficient statistics.
 
@@ -101,8 +140,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed,
     Scratch n_dk / topic_slot must be zero / -1 on entry and are left that way. Returns the
     number of pairs written to out_*.
     """
-    n_topics = smoothing_cumsum.shape[0]
-    static_mass = alpha * smoothing_cumsum[n_topics - 1]
+    smoothing = frozen[4]
     state = seed
     n_doc_topics = 0
     doc_mass = 0.0
@@ -116,8 +154,8 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed,
         w = entry_words[e]
         for _ in range(entry_counts[e]):
             state, u = next_uniform(state)
-            k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, static_mass,
-                           row_indptr, row_topics, row_coef, smoothing, smoothing_cumsum, row_cumulative)
+            k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
+                           frozen, shared_cum, shared_topic)
             z[i] = k
             n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
             doc_mass += smoothing[k]
@@ -137,8 +175,8 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed,
                 n_doc_topics = _add_token(k, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
                 doc_mass -= smoothing[k]
                 state, u = next_uniform(state)
-                k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, static_mass,
-                               row_indptr, row_topics, row_coef, smoothing, smoothing_cumsum, row_cumulative)
+                k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
+                               frozen, shared_cum, shared_topic)
                 z[i] = k
                 n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
                 doc_mass += smoothing[k]
@@ -178,15 +216,15 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed,
 
 @njit(parallel=True)
 def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds,
-                      worker_bounds, alpha, burnin, samples, max_doc_tokens, max_row,
-                      row_indptr, row_topics, row_coef, smoothing, smoothing_cumsum,
+                      worker_bounds, alpha, burnin, samples, max_doc_tokens, max_row, frozen,
                       out_words, out_topics, out_counts, out_n_pairs):
     """Each worker samples a static, contiguous range of documents with its own scratch.
 
     Document d writes its pairs at offset token_starts[d] * samples, so the output does not
     depend on the number of workers.
     """
-    n_topics = smoothing_cumsum.shape[0]
+    n_topics = frozen[4].shape[0]
+    scratch = max(1, min(max_row, n_topics))
     for worker in prange(worker_bounds.shape[0] - 1):
         n_dk = np.zeros(n_topics, np.int32)
         doc_topics = np.zeros(n_topics, np.int32)
@@ -194,13 +232,13 @@ def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_s
         tally = np.zeros(n_topics, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
         z_saved = np.zeros(max_doc_tokens * samples, np.int32)
-        row_cumulative = np.zeros(max(max_row, 1), np.float64)
+        shared_cum = np.zeros(scratch, np.float64)
+        shared_topic = np.zeros(scratch, np.int32)
         for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
             lo, hi = doc_indptr[d], doc_indptr[d + 1]
             base = token_starts[d] * samples
             top = token_starts[d + 1] * samples
             out_n_pairs[d] = sample_document(
-                entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, doc_seeds[d],
-                row_indptr, row_topics, row_coef, smoothing, smoothing_cumsum,
-                n_dk, doc_topics, topic_slot, z, z_saved, row_cumulative, tally,
+                entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, doc_seeds[d], frozen,
+                n_dk, doc_topics, topic_slot, z, z_saved, shared_cum, shared_topic, tally,
                 out_words[base:top], out_topics[base:top], out_counts[base:top])
