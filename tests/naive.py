@@ -52,3 +52,41 @@ def document_posterior(token_words: np.ndarray, alpha: float, weights: np.ndarra
     top = max(log_p.values())
     total = sum(np.exp(v - top) for v in log_p.values())
     return {z: float(np.exp(v - top) / total) for z, v in log_p.items()}
+
+
+class EagerTopicWord:
+    """Dense K x V topic-word statistics updated eagerly, N <- (1 - rho) N + rho * scale * Nhat,
+    with the lazy table's reset schedule (pi = prod (1 - rho) since the last reset or rho = 1;
+    a reset once pi < reset_below zeroes the entries with N < drop_below and counts their mass)."""
+
+    def __init__(self, n_topics: int, n_words: int, reset_below: float, drop_below: float):
+        self.N = np.zeros((n_topics, n_words))
+        self.pi = 1.0
+        self.reset_below = reset_below
+        self.drop_below = drop_below
+        self.n_resets = 0
+        self.mass_dropped = 0.0
+
+    def update(self, words, topics, values, rho: float, scale: float) -> None:
+        nhat = np.zeros_like(self.N)
+        nhat[topics, words] = values
+        self.N = (1 - rho) * self.N + rho * scale * nhat
+        self.pi = 1.0 if rho == 1 else self.pi * (1 - rho)
+        if self.pi < self.reset_below:
+            dropped = self.N < self.drop_below
+            self.mass_dropped += self.N[dropped].sum()
+            self.N[dropped] = 0.0
+            self.pi = 1.0
+            self.n_resets += 1
+
+
+def word_statistics(rows: list[tuple[np.ndarray, np.ndarray]], n_words: int) -> tuple[np.ndarray, np.ndarray]:
+    """(term_counts, doc_freqs) of documents given as (word ids, counts) rows, one word at a time."""
+    term_counts = [0] * n_words
+    doc_freqs = [0] * n_words
+    for words, counts in rows:
+        for w, c in zip(words.tolist(), counts.tolist()):
+            term_counts[w] += c
+        for w in set(words.tolist()):
+            doc_freqs[w] += 1
+    return np.array(term_counts), np.array(doc_freqs)
