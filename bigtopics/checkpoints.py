@@ -135,6 +135,19 @@ def read_checkpoint(path) -> tuple[dict, dict[str, np.ndarray]]:
     return manifest["meta"], arrays
 
 
+def read_checkpoint_meta(path) -> dict:
+    """The metadata of a checkpoint, read from its manifest alone (no checksum verification)."""
+    with open(path, "rb") as f:
+        head = f.read(len(MAGIC) + 8)
+        if len(head) < len(MAGIC) + 8 or not head.startswith(MAGIC):
+            raise CheckpointError(f"{path}: not a bigtopics checkpoint, or truncated")
+        (manifest_len,) = struct.unpack("<Q", head[len(MAGIC):])
+        try:
+            return json.loads(f.read(manifest_len))["meta"]
+        except ValueError as e:
+            raise CheckpointError(f"{path}: damaged manifest") from e
+
+
 def load_latest_checkpoint(run_dir) -> tuple[dict, dict[str, np.ndarray], CheckpointInfo]:
     """The newest readable checkpoint; damaged newer ones are reported with a warning."""
     candidates = list_checkpoints(run_dir)

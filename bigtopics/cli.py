@@ -38,6 +38,58 @@ def main():
 
 
 # -- ingest and info ------------------------------------------------------------------------
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("-o", "--output", required=True, type=click.Path(), help="The store to write (a directory).")
+@click.option("--format", "fmt", type=click.Choice(["txt", "lines", "jsonl", "tsv", "bow-jsonl"]), default=None,
+              help="Input format (default: by extension: .jsonl/.json/.ndjson, .tsv, else txt).")
+@click.option("--text-field", default="text", show_default=True, help="jsonl: the field holding the text.")
+@click.option("--id-field", default="id", show_default=True, help="jsonl, bow-jsonl: the document id field.")
+@click.option("--bow-field", default="counts", show_default=True, help="bow-jsonl: the {word: count} field.")
+@click.option("--section-tokens", type=int, default=None, help="Cut documents into sections of about N tokens.")
+@click.option("--min-length", type=int, default=3, show_default=True, help="Shortest token kept.")
+@click.option("--token-pattern", default=None, help="Regular expression for a token (default: Unicode letter runs).")
+@click.option("--stoplist", default="en", show_default=True, help="'en', 'none', or a file with one word per line.")
+@click.option("--keep-case", is_flag=True, help="Do not lowercase.")
+@click.option("--min-df", type=int, default=2, show_default=True, help="Drop words in fewer documents.")
+@click.option("--max-df", type=float, default=0.5, show_default=True, help="Drop words in more than this fraction of documents.")
+@click.option("--max-vocab", type=int, default=1 << 16, show_default=True, help="Keep the N most frequent words (0: all).")
+@click.option("--skip-bad", is_flag=True, help="Skip (and count) malformed lines instead of stopping.")
+@click.option("--workers", type=int, default=0, help="Tokenizing processes (default: all cores).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing store.")
+@click.option("--quiet", is_flag=True, help="No progress output and no summary.")
+@user_errors
+def ingest(inputs, output, fmt, text_field, id_field, bow_field, section_tokens, min_length, token_pattern, stoplist,
+           keep_case, min_df, max_df, max_vocab, skip_bad, workers, overwrite, quiet):
+    """Tokenize text files or directories INPUTS into a store for training."""
+    from .ingest import Pruning, ingest as run_ingest
+    from .readers import FormatOptions
+    from .tokenizer import TokenizerSettings
+
+    report = run_ingest(
+        list(inputs), output,
+        tokenizer=TokenizerSettings(min_length=min_length, token_pattern=token_pattern, stoplist=stoplist,
+                                    keep_case=keep_case),
+        formats=FormatOptions(format=fmt, text_field=text_field, id_field=id_field, bow_field=bow_field,
+                              skip_bad=skip_bad),
+        pruning=Pruning(min_df=min_df, max_df=max_df, max_vocab=max_vocab or None),
+        section_tokens=section_tokens, workers=workers, overwrite=overwrite, quiet=quiet,
+    )
+    if not quiet:
+        click.echo(report.summary(), err=True)
+
+
+@main.command()
+@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.option("-n", "--top", "n_top", type=int, default=30, show_default=True, help="Top words to list.")
+@user_errors
+def info(store, n_top):
+    """Describe a store: sizes, compression, chunking, settings, top words."""
+    from .ingest import describe_store
+    from .store import open_store
+
+    click.echo(describe_store(open_store(store), n_top))
+
 
 
 # -- train and topics -----------------------------------------------------------------------
@@ -62,6 +114,8 @@ def main():
 @click.option("--samples", type=int, help="Gibbs sweeps averaged per document.  [default: 2]")
 @click.option("--drop-below", type=float,
               help="At a table reset, drop entries with N[k,w] below this; the mass dropped is logged.  [default: 0.01]")
+@click.option("--reset-below", type=float,
+              help="Rescale the table (and drop small entries) when pi_t falls below this.  [default: 1e-4]")
 @click.option("--seed", type=int, help="Fixes every random choice.  [default: 0]")
 @click.option("--workers", type=int, help="Sampler threads.  [default: all cores]")
 @click.option("--checkpoint-every", help="Minibatches (200) or a duration (30m, 2h).  [default: 30m]")
@@ -121,7 +175,7 @@ def topics(run, n_words, sort):
     from .model import load_model
 
     model = load_model(run)
-    totals = model.topic_totals
+    totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
     order = np.argsort(-totals, kind="stable") if sort == "size" else np.arange(model.n_topics)
     for k in order:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernels.csr import row_cumsum
-from .kernels.gibbs import _sample_minibatch
+from .kernels.gibbs import _sample_minibatch, build_row_index
 from .kernels.rng import stream_seeds
 from .kernels.sparse_stats import merge_pairs
 from .kernels.special import digamma, exp_digamma_array
@@ -69,7 +69,7 @@ class FrozenTopics:
     def kernel_view(self) -> tuple:
         """The tuple the sampler kernels take (see kernels/gibbs.py)."""
         return (self.row_indptr, self.row_topics, self.row_coef, row_cumsum(self.row_indptr, self.row_coef),
-                self.smoothing, np.cumsum(self.smoothing))
+                self.smoothing, np.cumsum(self.smoothing), *build_row_index(self.row_indptr, self.row_topics))
 
     @classmethod
     def from_table(cls, table, words: np.ndarray, eta: float) -> "FrozenTopics":
@@ -92,7 +92,22 @@ class FrozenTopics:
         return len(self.smoothing)
 
 
-def gibbs_local_step(
+@dataclass
+class DocumentTallies:
+    """Per-document Gibbs tallies: document d's (word, topic, count) triples are the segment
+    [starts[d], starts[d] + sizes[d]) of words (indices into FrozenTopics.words), topics and
+    counts; a count is the number of (token, saved sweep) assignments, so it sums to
+    samples * doc_length over a document."""
+
+    words: np.ndarray
+    topics: np.ndarray
+    counts: np.ndarray
+    starts: np.ndarray
+    sizes: np.ndarray
+    samples: int
+
+
+def gibbs_sample(
     batch: Minibatch,
     frozen: FrozenTopics,
     doc_seeds: np.ndarray,
@@ -101,8 +116,8 @@ def gibbs_local_step(
     burnin: int,
     samples: int,
     n_workers: int = 1,
-) -> SparseStats:
-    """Sparse Gibbs sampling of every document of the batch; returns Nhat (algorithms.md, 1).
+) -> DocumentTallies:
+    """Sparse Gibbs sampling of every document of the batch (kernels/gibbs.py).
 
     Documents are split into n_workers contiguous ranges of about equal token counts, each
     sampled by one numba thread; every document has its own random stream and its own output
@@ -126,10 +141,25 @@ def gibbs_local_step(
     _sample_minibatch(
         batch.indptr, local_words, counts, token_starts, np.asarray(doc_seeds, np.uint64),
         worker_bounds, float(alpha), int(burnin), int(samples),
-        int(doc_tokens.max(initial=1)), int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words, out_topics, out_counts, out_n_pairs,
+        int(doc_tokens.max(initial=1)), int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words,
+        out_topics, out_counts, out_n_pairs,
     )
-    words, topics, tallies = merge_pairs(
-        out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs,
-        len(frozen.words), frozen.n_topics,
-    )
-    return SparseStats(frozen.words[words], topics, tallies / samples)
+    return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs, samples)
+
+
+def gibbs_local_step(
+    batch: Minibatch,
+    frozen: FrozenTopics,
+    doc_seeds: np.ndarray,
+    *,
+    alpha: float,
+    burnin: int,
+    samples: int,
+    n_workers: int = 1,
+) -> SparseStats:
+    """The hybrid algorithm's local step: Nhat from sparse Gibbs sampling (algorithms.md, 1)."""
+    tallies = gibbs_sample(batch, frozen, doc_seeds, alpha=alpha, burnin=burnin, samples=samples,
+                           n_workers=n_workers)
+    words, topics, counts = merge_pairs(tallies.words, tallies.topics, tallies.counts, tallies.starts,
+                                        tallies.sizes, len(frozen.words), frozen.n_topics)
+    return SparseStats(frozen.words[words], topics, counts / samples)

@@ -10,6 +10,8 @@ Layout (model_format_version 1), a Zarr v3 group:
       topic_word/    CSR group (anndata csr_matrix encoding, shape [K, V]): the non-smoothing
                      statistics N[k, w] > 0, topic-major; indptr int64 (K+1), indices uint32
                      word ids ascending within a topic, data float32 N values
+      word_topic/    the same entries word-major (shape [V, K]; topic ids ascending within a
+                     word), for inference, which needs the rows of a minibatch's words
 
 p(w | k) = (eta + N[k, w]) / (V eta + N[k]) for every word, stored or not. Readers slice one
 topic at a time, so a large model is never loaded whole.
@@ -58,6 +60,11 @@ def write_model(path: str | os.PathLike, word_major, topic_totals, vocab, *, alp
     put(tw, "indptr", t_indptr, np.int64, 1 << 16)
     put(tw, "indices", t_words.astype(np.uint32), np.uint32, ENTRIES_PER_CHUNK)
     put(tw, "data", t_values, np.float32, ENTRIES_PER_CHUNK)
+    wt = group.create_group("word_topic")
+    wt.attrs.update({**CSR_ENCODING, "shape": [n_words, n_topics]})
+    put(wt, "indptr", np.asarray(indptr, np.int64), np.int64, 1 << 16)
+    put(wt, "indices", np.asarray(topics, np.uint32), np.uint32, ENTRIES_PER_CHUNK)
+    put(wt, "data", np.asarray(values, np.float32), np.float32, ENTRIES_PER_CHUNK)
     group.attrs.update({
         "model_format_version": MODEL_FORMAT_VERSION,
         "n_topics": n_topics,
@@ -89,9 +96,30 @@ class Model:
         self.n_words = int(self.attrs["n_words"])
         self.alpha = float(self.attrs["alpha"])
         self.eta = float(self.attrs["eta"])
-        self.topic_totals = np.asarray(self.group["topic_totals"][:])
+        self._topic_totals = np.asarray(self.group["topic_totals"][:])
         self._indptr = np.asarray(self.group["topic_word/indptr"][:])
         self._vocab = None
+        self._word_rows = None
+
+    def topic_totals(self) -> np.ndarray:
+        """N[k] = sum_w N[k, w] (float64, K)."""
+        return self._topic_totals
+
+    def rows(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For ascending word ids: (indptr, topics int32, N values float64), word-major.
+
+        The same contract as TopicWordTable.rows, so FrozenTopics.from_table works on a model.
+        """
+        if self._word_rows is None:
+            # inference touches most rows over a corpus: hold them (memory ∝ model entries)
+            self._word_rows = tuple(np.asarray(self.group[f"word_topic/{name}"][:])
+                                    for name in ("indptr", "indices", "data"))
+        word_indptr, word_topics, word_values = self._word_rows
+        words = np.asarray(words, np.int64)
+        starts, stops = word_indptr[words], word_indptr[words + 1]
+        indptr = np.concatenate([[0], np.cumsum(stops - starts)])
+        take = np.repeat(starts - indptr[:-1], stops - starts) + np.arange(indptr[-1])
+        return indptr, word_topics[take].astype(np.int32), word_values[take].astype(np.float64)
 
     @property
     def vocab(self) -> np.ndarray:
@@ -114,13 +142,13 @@ class Model:
         words, values = self.topic_entries(k)
         p = np.full(self.n_words, self.eta)
         p[words] += values
-        return p / (self.n_words * self.eta + self.topic_totals[k])
+        return p / (self.n_words * self.eta + self._topic_totals[k])
 
     def top_words(self, k: int, n: int = 10) -> list[tuple[str, float]]:
         """The n most probable words of topic k with p(w | k), most probable first."""
         words, values = self.topic_entries(k)
         order = np.lexsort((words, -values))[:n]
-        norm = self.n_words * self.eta + self.topic_totals[k]
+        norm = self.n_words * self.eta + self._topic_totals[k]
         out = [(self.vocab[w], (self.eta + v) / norm) for w, v in zip(words[order], values[order])]
         if len(out) < n:  # a nearly empty topic: pad with the smoothing mass of unstored words
             stored = set(words[order].tolist())

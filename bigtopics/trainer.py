@@ -29,12 +29,13 @@ import numba
 import numpy as np
 
 from .atomic import atomic_write_bytes
-from .checkpoints import CheckpointInfo, load_latest_checkpoint, save_checkpoint
+from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, load_latest_checkpoint,
+                          read_checkpoint_meta, save_checkpoint)
 from .local_step import FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, rss_bytes
 from .minibatches import MinibatchStream, read_ahead
 from .model import MODEL_NAME, write_model
-from .progress import Progress
+from .progress import Progress, format_duration
 from .store import Store, open_store
 from .topic_word import TopicWordTable
 
@@ -417,3 +418,37 @@ def train(store_path, run_dir, settings: TrainSettings, *, overwrite: bool = Fal
 def resume(run_dir, *, quiet: bool = False, options: dict | None = None, **changes) -> Path:
     """Continue a run from its newest good checkpoint; returns the path of the written model."""
     return Trainer.resume(run_dir, quiet=quiet, options=options, **changes).run()
+
+
+def describe_run(run_dir) -> str:
+    """A readable summary of a run: settings, progress, checkpoints and model (`bigtopics info`)."""
+    run_dir = Path(run_dir)
+    record = _read_settings(run_dir)
+    settings = TrainSettings(**record["settings"])
+    lines = [f"run {run_dir}", f"  store            {record['store']}",
+             f"  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
+    checkpoints = list_checkpoints(run_dir)
+    if checkpoints:
+        try:
+            st = RunState(**read_checkpoint_meta(checkpoints[-1].path)["state"])
+            per_epoch = -(-record["n_training_docs"] // settings.batch_size)
+            lines.append(f"  progress         epoch {st.epoch} (minibatch {st.batch_in_epoch} of {per_epoch}), "
+                         f"{st.step:,} minibatches, {st.docs_seen:,} documents, {st.tokens_seen:,} tokens, "
+                         f"{format_duration(st.seconds)} of training")
+        except CheckpointError as e:
+            lines.append(f"  progress         unknown: {e}")
+    metrics = run_dir / METRICS_NAME
+    if metrics.exists():
+        last = [line for line in metrics.read_text().splitlines() if line.strip()]
+        if last:
+            m = json.loads(last[-1])
+            lines.append(f"  last report      minibatch {m['minibatch']:,}: {m['tokens_per_s']:,.0f} tokens/s, "
+                         f"table {m['table_entries']:,} entries, {m['table_resets']} resets, "
+                         f"mass dropped {m['mass_dropped']:.4g}, peak memory {format_bytes(m['peak_rss_bytes'])}"
+                         + (" (finished)" if m.get("final") else ""))
+    lines.append(f"  checkpoints      {len(checkpoints)} in {run_dir / 'checkpoints'}")
+    for c in checkpoints:
+        lines.append(f"    {c.path.name}  minibatch {c.step:,}  {format_bytes(c.size)}")
+    model = run_dir / MODEL_NAME
+    lines.append(f"  model            {model if model.exists() else 'not written yet'}")
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""Exact resume: interrupted runs, killed at random moments, end with the uninterrupted model."""
+
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import zarr
+
+from bigtopics.checkpoints import list_checkpoints
+from bigtopics.synth import CorpusSpec, write_corpus
+from bigtopics.trainer import TrainSettings, Trainer, resume, train
+
+SPEC = CorpusSpec(n_docs=3000, n_topics=6, n_words=300, mean_length=40, alpha=0.1, eta=0.05, seed=2)
+SETTINGS = dict(n_topics=6, batch_size=100, epochs=2, seed=4, checkpoint_every="1", reset_below=0.05)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("resume") / "synthetic.zarr"
+    write_corpus(SPEC, path, "store")
+    return path
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(corpus, tmp_path_factory):
+    run = tmp_path_factory.mktemp("reference") / "run"
+    train(corpus, run, TrainSettings(**SETTINGS), quiet=True)
+    return model_arrays(run)
+
+
+def model_arrays(run_dir):
+    group = zarr.open_group(run_dir / "model.zarr", mode="r")
+    return {name: group[name][:] for name in ("topic_totals", "topic_word/indptr", "topic_word/indices",
+                                               "topic_word/data")}
+
+
+def assert_same_model(run_dir, reference):
+    got = model_arrays(run_dir)
+    for name, values in reference.items():
+        np.testing.assert_array_equal(got[name], values, err_msg=name)
+
+
+def test_the_reference_run_resets_its_table(corpus, tmp_path):
+    """The resume tests only mean something if resets happen between checkpoints."""
+    trainer = Trainer(corpus, tmp_path / "run", TrainSettings(**SETTINGS), quiet=True)
+    trainer.run()
+    assert trainer.table.n_resets >= 3
+    assert trainer.state.step == 60
+
+
+def test_stopping_early_and_resuming_gives_the_same_model(corpus, tmp_path, uninterrupted):
+    run = tmp_path / "run"
+    train(corpus, run, TrainSettings(**(SETTINGS | {"max_docs": 1700})), quiet=True)
+    assert list_checkpoints(run)[-1].step == 17
+    resume(run, quiet=True, max_docs=10**9)
+    assert_same_model(run, uninterrupted)
+
+
+def test_resuming_from_an_older_checkpoint_after_damage_gives_the_same_model(corpus, tmp_path, uninterrupted):
+    run = tmp_path / "run"
+    train(corpus, run, TrainSettings(**(SETTINGS | {"max_docs": 2500})), quiet=True)
+    newest = list_checkpoints(run)[-1].path
+    newest.write_bytes(newest.read_bytes()[:100])  # a torn write
+    with pytest.warns(UserWarning, match="falling back"):
+        trainer = Trainer.resume(run, quiet=True, max_docs=10**9)
+    assert trainer.state.step == 24
+    trainer.run()
+    assert_same_model(run, uninterrupted)
+
+
+def test_more_epochs_continue_the_same_run(corpus, tmp_path):
+    one = tmp_path / "one"
+    train(corpus, one, TrainSettings(**(SETTINGS | {"epochs": 1})), quiet=True)
+    resume(one, quiet=True, epochs=2)
+    two = tmp_path / "two"
+    train(corpus, two, TrainSettings(**SETTINGS), quiet=True)
+    assert_same_model(one, model_arrays(two))
+
+
+def test_resume_refuses_model_defining_changes_and_another_store(corpus, tmp_path):
+    run = tmp_path / "run"
+    train(corpus, run, TrainSettings(**(SETTINGS | {"max_docs": 300})), quiet=True)
+    with pytest.raises(ValueError, match="cannot change eta, n_topics"):
+        Trainer.resume(run, quiet=True, n_topics=7, eta=0.3)
+    other = tmp_path / "other.zarr"
+    write_corpus(CorpusSpec(**{**SPEC.__dict__, "seed": 99}), other, "store")
+    import json
+
+    settings = json.loads((run / "settings.json").read_text())
+    settings["store"] = str(other)
+    (run / "settings.json").write_text(json.dumps(settings))
+    with pytest.raises(ValueError, match="changed since"):
+        Trainer.resume(run, quiet=True)
+
+
+# -- real processes, real signals ---------------------------------------------------------------
+
+def cli(*args):
+    return [sys.executable, "-m", "bigtopics.cli", *args]
+
+
+def start_training(corpus, run, resume_run=False):
+    if resume_run:
+        args = cli("train", "--resume", str(run), "--quiet")
+    else:
+        args = cli("train", str(corpus), "-o", str(run), "--quiet", "-k", "6", "--batch-size", "100",
+                   "--epochs", "2", "--seed", "4", "--checkpoint-every", "1", "--reset-below", "0.05")
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(predicate, process, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        if process.poll() is not None:
+            return False
+        time.sleep(0.002)
+    raise TimeoutError("training made no progress")
+
+
+def test_sigkill_at_random_moments_then_resume_gives_the_same_model(corpus, tmp_path, uninterrupted):
+    """Kill -9 several times: after random delays and in the middle of a checkpoint write."""
+    run = tmp_path / "run"
+    rng = random.Random(12345)
+    folder = run / "checkpoints"
+    kills = 0
+    for attempt in range(4):
+        process = start_training(corpus, run, resume_run=attempt > 0)
+        steps_before = list_checkpoints(run)[-1].step if list_checkpoints(run) else 0
+        if attempt % 2 == 0:  # while a checkpoint is being written (a temporary file exists)
+            seen = wait_for(lambda: folder.exists() and any(p.name.startswith(".") for p in folder.iterdir())
+                            and list_checkpoints(run) and list_checkpoints(run)[-1].step > steps_before, process)
+        else:  # at a random moment after training has made some progress
+            seen = wait_for(lambda: list_checkpoints(run) and list_checkpoints(run)[-1].step > steps_before, process)
+            time.sleep(rng.uniform(0.0, 0.3))
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            kills += 1
+        process.wait()
+        assert seen or process.returncode == 0, process.stderr.read()
+    assert kills >= 3
+    final = start_training(corpus, run, resume_run=True)
+    assert final.wait() == 0, final.stderr.read()
+    assert_same_model(run, uninterrupted)
+
+
+def test_ctrl_c_checkpoints_and_tells_how_to_resume(corpus, tmp_path, uninterrupted):
+    run = tmp_path / "run"
+    process = start_training(corpus, run)
+    wait_for(lambda: len(list_checkpoints(run)) >= 1, process)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert f"bigtopics train --resume {run}" in err
+    stopped_at = list_checkpoints(run)[-1].step
+    assert 1 <= stopped_at < 60
+    final = start_training(corpus, run, resume_run=True)
+    assert final.wait() == 0, final.stderr.read()
+    assert_same_model(run, uninterrupted)

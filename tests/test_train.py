@@ -1,0 +1,109 @@
+"""The trainer end to end: topic recovery, determinism across workers, bad settings."""
+
+import json
+
+import numpy as np
+import pytest
+import zarr
+
+from bigtopics.model import load_model
+from bigtopics.store import StoreError, StoreWriter
+from bigtopics.synth import CorpusSpec, truth_path, write_corpus
+from bigtopics.trainer import TrainSettings, Trainer, train
+
+SPEC = CorpusSpec(n_docs=4000, n_topics=8, n_words=400, mean_length=60, alpha=0.1, eta=0.02, seed=1)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("train") / "synthetic.zarr"
+    write_corpus(SPEC, path, "store")
+    return path
+
+
+def model_arrays(run_dir):
+    group = zarr.open_group(run_dir / "model.zarr", mode="r")
+    return {name: group[name][:] for name in ("topic_totals", "topic_word/indptr", "topic_word/indices",
+                                               "topic_word/data")}
+
+
+def best_match_cosine(learned: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """For every true topic, the highest cosine similarity to any learned topic."""
+    a = learned / np.linalg.norm(learned, axis=1, keepdims=True)
+    b = truth / np.linalg.norm(truth, axis=1, keepdims=True)
+    return (b @ a.T).max(axis=1)
+
+
+def test_recovers_the_true_topics_of_a_synthetic_corpus(corpus, tmp_path):
+    """Mean best-match cosine similarity between true and learned p(w|k) must reach 0.9."""
+    settings = TrainSettings(n_topics=SPEC.n_topics, epochs=4, batch_size=250, tau0=1, seed=3)
+    train(corpus, tmp_path / "run", settings, quiet=True)
+    model = load_model(tmp_path / "run")
+    learned = np.stack([model.word_probabilities(k) for k in range(model.n_topics)])
+    np.testing.assert_allclose(learned.sum(1), 1.0)
+    # the synthetic vocabulary is in expected-frequency order: the store keeps those ids
+    truth = np.load(truth_path(corpus) / "beta.npy")
+    similarity = best_match_cosine(learned, truth)
+    assert similarity.mean() >= 0.9, similarity
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["final"] and records[-1]["docs_seen"] == 4 * SPEC.n_docs
+    assert records[-1]["table_entries"] > 0
+
+
+def test_same_seed_same_model_whatever_the_number_of_workers(corpus, tmp_path):
+    runs = []
+    for workers in (1, 2):
+        settings = TrainSettings(n_topics=6, batch_size=500, max_docs=2500, seed=9, workers=workers)
+        train(corpus, tmp_path / f"w{workers}", settings, quiet=True)
+        runs.append(model_arrays(tmp_path / f"w{workers}"))
+    for name in runs[0]:
+        np.testing.assert_array_equal(runs[0][name], runs[1][name])
+    other_seed = tmp_path / "seed10"
+    train(corpus, other_seed, TrainSettings(n_topics=6, batch_size=500, max_docs=2500, seed=10), quiet=True)
+    assert not np.array_equal(model_arrays(other_seed)["topic_word/data"], runs[0]["topic_word/data"])
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"n_topics": 0}, "number of topics must be at least 1"),
+    ({"alpha": 0.0}, "alpha must be positive"),
+    ({"kappa": 0.4}, "kappa must be in"),
+    ({"batch_size": 0}, "batch size"),
+    ({"checkpoint_every": "soon"}, "checkpoint interval"),
+])
+def test_bad_settings_fail_before_any_work(corpus, tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        train(corpus, tmp_path / "run", TrainSettings(**({"n_topics": 5} | change)), quiet=True)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_empty_store_is_refused(tmp_path):
+    with StoreWriter(tmp_path / "empty.zarr") as writer:
+        writer.commit(["word"], [0], [0])
+    with pytest.raises(ValueError, match="no documents"):
+        train(tmp_path / "empty.zarr", tmp_path / "run", TrainSettings(n_topics=5), quiet=True)
+
+
+def test_a_store_of_another_format_version_is_refused(corpus, tmp_path):
+    import shutil
+
+    copy = tmp_path / "old.zarr"
+    shutil.copytree(corpus, copy)
+    group = zarr.open_group(copy, mode="r+")
+    group.attrs["format_version"] = 99
+    with pytest.raises(StoreError, match="format_version 99"):
+        train(copy, tmp_path / "run", TrainSettings(n_topics=5), quiet=True)
+
+
+def test_a_table_that_cannot_fit_is_refused(corpus, tmp_path, monkeypatch):
+    import bigtopics.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "available_bytes", lambda: 1000)
+    monkeypatch.setattr(trainer_module.shutil, "disk_usage", lambda path: type("U", (), {"free": 1000})())
+    with pytest.raises(ValueError, match="may need up to"):
+        Trainer(corpus, tmp_path / "run", TrainSettings(n_topics=50), quiet=True).run()
+
+
+def test_an_existing_run_is_not_overwritten(corpus, tmp_path):
+    train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=500, batch_size=250), quiet=True)
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=500), quiet=True)
