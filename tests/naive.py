@@ -90,3 +90,72 @@ def word_statistics(rows: list[tuple[np.ndarray, np.ndarray]], n_words: int) -> 
         for w in set(words.tolist()):
             doc_freqs[w] += 1
     return np.array(term_counts), np.array(doc_freqs)
+
+
+def bag_of_words(text: str, min_length: int = 3, stop=(), keep_case: bool = False) -> dict[str, int]:
+    """Counts of the runs of Unicode letters and marks (categories L*, M*) of length >= min_length,
+    NFC-normalized and lowercased, minus stop words: ingest's default tokenizer, character by character."""
+    import unicodedata
+    from collections import Counter
+
+    text = unicodedata.normalize("NFC", text)
+    if not keep_case:
+        text = text.lower()
+    words, current = [], []
+    for ch in text + " ":
+        if unicodedata.category(ch)[0] in "LM":
+            current.append(ch)
+        else:
+            if len(current) >= min_length:
+                words.append("".join(current))
+            current = []
+    return dict(Counter(w for w in words if w not in set(stop)))
+
+
+# -- evaluation (bigtopics/evaluate.py) ----------------------------------------------------------
+def point_estimates(topic_word: np.ndarray, eta: float) -> np.ndarray:
+    """Dense p(w | k) = (eta + N_kw) / (V eta + N_k), K x V."""
+    return (eta + topic_word) / (topic_word.shape[1] * eta + topic_word.sum(1))[:, None]
+
+
+def log_evidence(token_words, alpha: float, phi: np.ndarray) -> float:
+    """Exact log p(w_1..w_N) with theta ~ Dirichlet(alpha) integrated out and p(w|k) = phi fixed,
+    by summing over all K^N topic configurations: p(z) = Gamma(K alpha) / Gamma(N + K alpha)
+    prod_k Gamma(alpha + n_k) / Gamma(alpha)."""
+    from math import lgamma, log
+
+    n_topics, n = phi.shape[0], len(token_words)
+    terms = []
+    for z in itertools.product(range(n_topics), repeat=n):
+        n_k = np.bincount(z, minlength=n_topics)
+        log_prior = lgamma(n_topics * alpha) - lgamma(n + n_topics * alpha) + sum(
+            lgamma(alpha + c) - lgamma(alpha) for c in n_k)
+        terms.append(log_prior + sum(log(phi[k, w]) for k, w in zip(z, token_words)))
+    top = max(terms)
+    return top + log(sum(np.exp(t - top) for t in terms))
+
+
+def completion_log_likelihood(observed, held, alpha: float, phi: np.ndarray) -> float:
+    """sum over held-out tokens of log sum_k E[theta_k | observed] phi[k, w], with the posterior
+    mean of theta computed exactly by enumerating the observed tokens' topic configurations."""
+    n_topics = phi.shape[0]
+    posterior = document_posterior(np.asarray(observed), alpha, phi)
+    theta = np.zeros(n_topics)
+    for z, p in posterior.items():
+        theta += p * (alpha + np.bincount(np.asarray(z, int), minlength=n_topics)) / (len(observed) + n_topics * alpha)
+    return float(sum(np.log(theta @ phi[:, w]) for w in held))
+
+
+def umass_coherence(docs: list[set], top_words: np.ndarray) -> np.ndarray:
+    """C_k = sum_{m > l} log((D(v_m, v_l) + 1) / D(v_l)) over each row of top_words, with document
+    frequencies counted by checking every document (a set of word ids) for every pair."""
+    out = []
+    for row in top_words:
+        c = 0.0
+        for m in range(len(row)):
+            for l in range(m):
+                both = sum(1 for d in docs if row[m] in d and row[l] in d)
+                single = sum(1 for d in docs if row[l] in d)
+                c += np.log((both + 1) / single)
+        out.append(c)
+    return np.array(out)

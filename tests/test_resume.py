@@ -15,7 +15,7 @@ from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.trainer import TrainSettings, Trainer, resume, train
 
 SPEC = CorpusSpec(n_docs=3000, n_topics=6, n_words=300, mean_length=40, alpha=0.1, eta=0.05, seed=2)
-SETTINGS = dict(n_topics=6, batch_size=100, epochs=2, seed=4, checkpoint_every="1", reset_below=0.05)
+SETTINGS = dict(n_topics=6, batch_size=100, epochs=2, seed=4, checkpoint_every="1", reset_below=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def start_training(corpus, run, resume_run=False):
         args = cli("train", "--resume", str(run), "--quiet")
     else:
         args = cli("train", str(corpus), "-o", str(run), "--quiet", "-k", "6", "--batch-size", "100",
-                   "--epochs", "2", "--seed", "4", "--checkpoint-every", "1", "--reset-below", "0.05")
+                   "--epochs", "2", "--seed", "4", "--checkpoint-every", "1", "--reset-below", "0.5")
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
