@@ -183,5 +183,106 @@ def topics(run, n_words, sort):
         click.echo(f"{k}\t{share[k]:.4f}\t{words}")
 
 
+# -- evaluate, infer and export ---
+@main.command()
+@click.argument("run", type=click.Path(exists=True))
+@click.option("--store", type=click.Path(exists=True, file_okay=False),
+              help="Store for coherence and document shares (default: the run's training store).")
+@click.option("--heldout-store", type=click.Path(exists=True, file_okay=False),
+              help="Store of held-out documents (the model's vocabulary) to score.")
+@click.option("--heldout-docs", type=int, default=1000, show_default=True, help="Held-out documents scored.")
+@click.option("--method", "methods", type=click.Choice(["left-to-right", "completion"]), multiple=True,
+              help="Held-out method (repeatable; default: both).")
+@click.option("--particles", type=int, default=10, show_default=True, help="Left-to-right particles.")
+@click.option("--no-resample", is_flag=True, help="Left-to-right without resampling (linear, not quadratic, in length).")
+@click.option("--doc-topics", type=click.Path(exists=True, file_okay=False),
+              help="Output of `bigtopics infer` for the document shares (else a sample is inferred).")
+@click.option("--top-words", type=int, default=10, show_default=True, help="Top words for coherence.")
+@click.option("--prominence", type=float, default=0.1, show_default=True,
+              help="A topic is prominent in a document with at least this proportion.")
+@click.option("--sample-docs", type=int, default=2000, show_default=True,
+              help="Documents inferred for the shares when --doc-topics is not given.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="JSON file (default: RUN/evaluation.json).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workers", type=int, default=0, help="Threads (default: all cores).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@user_errors
+def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_resample, doc_topics, top_words,
+             prominence, sample_docs, output, seed, workers, quiet):
+    """Topic diagnostics of RUN (coherence, size, entropy, document shares) and held-out scores."""
+    from .evaluate import METHODS, evaluate as run_evaluate, format_table
+
+    result = run_evaluate(run, store=store, heldout_store=heldout_store, doc_topics=doc_topics, output=output,
+                          heldout_docs=heldout_docs, methods=methods or METHODS, particles=particles,
+                          resample=not no_resample, top_n=top_words, prominence_threshold=prominence,
+                          sample_docs=sample_docs, seed=seed, workers=workers, quiet=quiet)
+    click.echo(format_table(result))
+    if not quiet:
+        click.echo(f"written: {result['output']}", err=True)
+
+
+@main.command()
+@click.argument("run", type=click.Path(exists=True))
+@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="doc_topics.zarr to write.")
+@click.option("--threshold", type=float, default=0.01, show_default=True, help="Smallest proportion kept.")
+@click.option("--burnin", type=int, default=4, show_default=True, help="Gibbs sweeps discarded per document.")
+@click.option("--samples", type=int, default=4, show_default=True, help="Gibbs sweeps averaged per document.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workers", type=int, default=0, help="Sampler threads (default: all cores).")
+@click.option("--part-tokens", type=int, default=1 << 23, show_default=True,
+              help="Tokens per resumable part (work lost to an interruption is at most one part).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@user_errors
+def infer(run, store, output, threshold, burnin, samples, seed, workers, part_tokens, overwrite, quiet):
+    """Topic proportions of every document of STORE under the model of RUN (resumable: rerun
+    the same command after an interruption)."""
+    from .infer import InferSettings, infer as run_infer
+
+    summary = run_infer(run, store, output, InferSettings(threshold, burnin, samples, seed, workers),
+                        overwrite=overwrite, quiet=quiet, part_tokens=part_tokens)
+    if not quiet:
+        reused = f", {summary['parts_reused']} blocks reused from an interrupted run" if summary["parts_reused"] else ""
+        click.echo(f"inferred {summary['n_docs']:,} documents ({summary['nnz']:,} topic weights){reused}: "
+                   f"{summary['output']}", err=True)
+
+
+@main.command()
+@click.argument("run", type=click.Path(exists=True))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Directory to write.")
+@click.option("--doc-topics", type=click.Path(exists=True, file_okay=False),
+              help="Output of `bigtopics infer`, for the per-document files.")
+@click.option("--store", type=click.Path(exists=True, file_okay=False),
+              help="The store --doc-topics was inferred from (default: the one it records).")
+@click.option("--top-words", type=int, default=20, show_default=True, help="Words per topic in the keys files.")
+@click.option("--index", default="bigtopics", show_default=True, help="Elasticsearch/OpenSearch index name.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
+@user_errors
+def export(run, output, doc_topics, store, top_words, index, overwrite):
+    """Write RUN's topics (and inferred document topics) as MALLET, search-engine, pyLDAvis and
+    dfr-browser files."""
+    from .export import export as run_export
+
+    names = run_export(run, output, doc_topics=doc_topics, store=store, top_words=top_words, index=index,
+                       overwrite=overwrite)
+    click.echo(f"{output}: {', '.join(names)}", err=True)
+
+
+@main.command()
+@click.argument("run", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="HTML file (default: RUN/report.html).")
+@click.option("--doc-topics", type=click.Path(exists=True, file_okay=False),
+              help="Output of `bigtopics infer`, to list the documents most about each topic.")
+@click.option("--store", type=click.Path(exists=True, file_okay=False),
+              help="The store --doc-topics was inferred from, for document ids (default: the one it records).")
+@user_errors
+def report(run, output, doc_topics, store):
+    """Write a self-contained HTML page describing RUN: topics, sizes, coherence, documents, training curve."""
+    from .report import build_report
+
+    click.echo(f"written: {build_report(run, output, doc_topics=doc_topics, store=store)}", err=True)
+
+
 if __name__ == "__main__":
     main()

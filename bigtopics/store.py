@@ -45,7 +45,7 @@ class StoreError(Exception):
 
 def default_compressors(dtype: np.dtype | type | str):
     """The codec chosen by measurement (benchmarks/RESULTS.md, "store codec")."""
-    return BloscCodec(cname="zstd", clevel=3, shuffle="bitshuffle")
+    return BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")
 
 
 def index_dtype_for(n_words: int) -> np.dtype:

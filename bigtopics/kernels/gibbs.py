@@ -33,6 +33,10 @@ from numba import njit, prange
 
 from .rng import next_uniform
 
+# The per-token helpers are inlined at numba's level: a call that passes arrays costs a pair of
+# atomic reference-count updates per array, which would dominate a draw (and make threads
+# contend on the shared arrays' counters).
+
 
 @njit(cache=True)
 def build_row_index(row_indptr, row_topics):
@@ -60,7 +64,7 @@ def build_row_index(row_indptr, row_topics):
     return slot_start, slots
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _lookup(row_topics, slot_start, slots, w, k):
     """Position of topic k in word w's row, or -1."""
     base = slot_start[w]
@@ -73,7 +77,7 @@ def _lookup(row_topics, slot_start, slots, w, k):
         h = (h + 1) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _first_above(cumulative, lo, hi, target):
     """The smallest j in [lo, hi) with cumulative[j] > target (hi - 1 if rounding says none)."""
     b = hi - 1
@@ -86,15 +90,15 @@ def _first_above(cumulative, lo, hi, target):
     return lo
 
 
-@njit(cache=True)
-def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, shared_cum, shared_topic):
+@njit(cache=True, inline="always")
+def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, row_indptr, row_topics, row_coef,
+               row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slots, shared_cum, shared_topic):
     """Draw a topic for one token of word w from the four-bucket conditional, given u ~ U[0,1).
 
     n_dk, doc_topics[:n_doc_topics] and doc_mass (= sum n_dk smoothing) must already exclude
     the token being resampled. shared_cum / shared_topic are scratch of at least
     min(K, longest row) entries.
     """
-    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slots = frozen
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
     n_shared = 0
@@ -136,7 +140,7 @@ def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, sh
     return _first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], x / alpha)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _add_token(k, delta, n_dk, doc_topics, topic_slot, n_doc_topics):
     """n_dk[k] += delta (±1), keeping doc_topics[:n] = the topics with n_dk > 0."""
     n_dk[k] += delta
@@ -167,7 +171,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
     Scratch n_dk / topic_slot must be zero / -1 on entry and are left that way. Returns the
     number of pairs written to out_*.
     """
-    smoothing = frozen[4]
+    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slots = frozen
     state = seed
     n_doc_topics = 0
     doc_mass = 0.0
@@ -182,7 +186,8 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
         for _ in range(entry_counts[e]):
             state, u = next_uniform(state)
             k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
-                           frozen, shared_cum, shared_topic)
+                           row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum,
+                           slot_start, slots, shared_cum, shared_topic)
             z[i] = k
             n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
             doc_mass += smoothing[k]
@@ -203,7 +208,8 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
                 doc_mass -= smoothing[k]
                 state, u = next_uniform(state)
                 k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
-                               frozen, shared_cum, shared_topic)
+                               row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum,
+                           slot_start, slots, shared_cum, shared_topic)
                 z[i] = k
                 n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
                 doc_mass += smoothing[k]

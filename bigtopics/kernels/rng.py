@@ -24,7 +24,7 @@ def mix64(z):
     return z ^ (z >> uint64(31))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def next_uniform(state):
     """Advance the stream; returns (new_state, u) with u uniform on [0, 1) (53 random bits)."""
     state = uint64(state) + _GOLDEN

@@ -1,0 +1,330 @@
+"""Judging a model: held-out likelihood and per-topic diagnostics (algorithms.md, "Evaluation").
+
+Held-out log-likelihood per token, with the topics' point estimates p(w | k) fixed:
+  - left-to-right (Wallach et al. 2009): log p(w_d) = sum_n log p(w_n | w_<n), each factor
+    averaged over `particles` sequentially sampled topic assignments; a bag of words is read in
+    an order shuffled by the document's own random stream. With `resample` (Wallach's algorithm
+    3) the earlier assignments are swept again at every position: cost quadratic in the
+    document's length, so pass resample=False for long documents.
+  - document completion (Wang et al. 2011): the document's tokens are split at random, the
+    first `fraction` observed; theta is fitted on them by Gibbs sampling with the topics fixed
+    and the rest scored by log sum_k theta_k p(w | k).
+Perplexity = exp(-log-likelihood per token).
+
+Topic diagnostics, streamed over a store block by block: UMass coherence of the top words
+(Mimno et al. 2011), size in tokens, entropy of p(w | k) (nats), stored words, and the share of
+documents of which a topic is the top topic or has proportion >= `prominence` (from a
+doc_topics.zarr, or inferred on a bounded sample of documents).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .atomic import atomic_write_bytes
+from .infer import (DocTopics, InferSettings, block_minibatch, check_vocabulary, fit_topic_counts,
+                    frozen_point_estimates, infer_block)
+from .kernels.evaluate import completion_loglik, count_cooccurrences, left_to_right_batch
+from .kernels.rng import stream_seeds
+from .local_step import Minibatch
+from .model import Model, load_model
+from .progress import Progress
+from .store import Store, open_store
+
+METHODS = ("left-to-right", "completion")
+# "epochs" of the random streams used here: disjoint from training's and inference's
+LEFT_TO_RIGHT_STREAM = 0x2E0000
+SPLIT_STREAM = 0x2E0001
+COMPLETION_STREAM = 0x2E0002
+EVALUATION_NAME = "evaluation.json"
+
+
+# -- held-out likelihood ------------------------------------------------------------------------
+def heldout_loglik(source, batch: Minibatch, *, alpha: float, eta: float, seed: int,
+                   method: str = "left-to-right", particles: int = 10, resample: bool = True,
+                   fraction: float = 0.5, burnin: int = 10, samples: int = 10,
+                   n_workers: int = 1) -> tuple[float, int]:
+    """(total log-likelihood, tokens scored) of a batch of held-out documents.
+
+    `source` has rows(words), topic_totals() and n_words (a Model or the live TopicWordTable).
+    left-to-right scores every token (particles, resample); completion scores the tokens not in
+    the observed `fraction` of each document, fitting theta with burnin + samples sweeps.
+    """
+    if method == "left-to-right":
+        if particles < 1:
+            raise ValueError("at least one particle is needed")
+        return _left_to_right(source, batch, alpha, eta, seed, particles, resample, n_workers), batch.n_tokens
+    if method == "completion":
+        if not 0 < fraction < 1:
+            raise ValueError(f"the observed fraction must be in (0, 1) (got {fraction})")
+        return _completion(source, batch, alpha, eta, seed, fraction, burnin, samples, n_workers)
+    raise ValueError(f"unknown held-out method {method!r}; choose one of {', '.join(METHODS)}")
+
+
+def _left_to_right(source, batch, alpha, eta, seed, particles, resample, n_workers) -> float:
+    if batch.n_tokens == 0:
+        return 0.0
+    frozen = frozen_point_estimates(source, np.unique(batch.words), eta)
+    local_words = np.searchsorted(frozen.words, batch.words).astype(np.int32)
+    counts = np.asarray(batch.counts, np.int32)
+    token_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])[batch.indptr]
+    bounds = np.searchsorted(token_starts, np.linspace(0, token_starts[-1], n_workers + 1)[1:-1])
+    bounds = np.concatenate([[0], bounds, [batch.n_docs]]).astype(np.int64)
+    out = np.zeros(batch.n_docs)
+    left_to_right_batch(np.asarray(batch.indptr, np.int64), local_words, counts,
+                        batch.doc_seeds(seed, LEFT_TO_RIGHT_STREAM), bounds, float(alpha), int(particles),
+                        bool(resample), int(np.diff(token_starts).max(initial=1)),
+                        int(np.diff(frozen.row_indptr).max(initial=1)), frozen.kernel_view(), out)
+    return float(out.sum())
+
+
+def split_tokens(batch: Minibatch, fraction: float, seed: int) -> tuple[Minibatch, Minibatch]:
+    """Split every document's tokens at random: floor(fraction * N_d) observed, the rest held out.
+
+    Which tokens are observed depends only on (seed, document number), not on the batch.
+    """
+    counts = np.asarray(batch.counts, np.int64)
+    entry_doc = np.repeat(np.arange(batch.n_docs), np.diff(batch.indptr))
+    token_entry = np.repeat(np.arange(len(counts)), counts)
+    token_doc = entry_doc[token_entry]
+    doc_tokens = np.bincount(token_doc, minlength=batch.n_docs)
+    first = np.concatenate([[0], np.cumsum(doc_tokens)])
+    position = np.arange(len(token_entry)) - first[token_doc]
+    items = (batch.doc_numbers[token_doc].astype(np.uint64) << np.uint64(32)) | position.astype(np.uint64)
+    keys = stream_seeds(np.uint64(seed), np.uint64(SPLIT_STREAM), items)
+    order = np.lexsort((keys, token_doc))  # tokens grouped by document, in random order
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order)) - first[token_doc[order]]
+    observed = rank < np.floor(fraction * doc_tokens[token_doc])
+    return _entries_of(batch, token_entry[observed]), _entries_of(batch, token_entry[~observed])
+
+
+def _entries_of(batch: Minibatch, token_entry: np.ndarray) -> Minibatch:
+    """The batch restricted to the tokens listed by their entries (ascending entry order kept)."""
+    entry_counts = np.bincount(token_entry, minlength=len(batch.counts))
+    keep = entry_counts > 0
+    entry_doc = np.repeat(np.arange(batch.n_docs), np.diff(batch.indptr))
+    indptr = np.zeros(batch.n_docs + 1, np.int64)
+    np.cumsum(np.bincount(entry_doc[keep], minlength=batch.n_docs), out=indptr[1:])
+    return Minibatch(batch.doc_numbers, indptr, np.asarray(batch.words)[keep], entry_counts[keep])
+
+
+def _completion(source, batch, alpha, eta, seed, fraction, burnin, samples, n_workers) -> tuple[float, int]:
+    observed, held = split_tokens(batch, fraction, seed)
+    if held.n_tokens == 0:
+        return 0.0, 0
+    fit = fit_topic_counts(source, observed, alpha=alpha, eta=eta,
+                           seeds=observed.doc_seeds(seed, COMPLETION_STREAM), burnin=burnin, samples=samples,
+                           n_workers=n_workers)
+    frozen = frozen_point_estimates(source, np.unique(held.words), eta)
+    local_words = np.searchsorted(frozen.words, held.words).astype(np.int32)
+    per_doc = completion_loglik(held.indptr, local_words, np.asarray(held.counts, np.int64), fit[0],
+                                fit[1].astype(np.int32), fit[2], float(alpha), frozen.kernel_view())
+    return float(per_doc.sum()), held.n_tokens
+
+
+def heldout_scores(model: Model, store: Store, *, max_docs: int = 1000, seed: int = 0,
+                   methods=METHODS, particles: int = 10, resample: bool = True, fraction: float = 0.5,
+                   n_workers: int = 1, quiet: bool = True) -> dict:
+    """Held-out log-likelihood per token and perplexity of the first `max_docs` documents of a
+    store, for each method; streamed block by block."""
+    check_vocabulary(model, store)
+    n_docs = min(max_docs, store.n_docs)
+    totals = {m: [0.0, 0] for m in methods}
+    with Progress("held-out", total=n_docs * len(methods), unit="docs", quiet=quiet) as progress:
+        for block in store.iter_blocks(stop=n_docs):
+            batch = block_minibatch(block)
+            for method in methods:
+                loglik, tokens = heldout_loglik(model, batch, alpha=model.alpha, eta=model.eta, seed=seed,
+                                                method=method, particles=particles, resample=resample,
+                                                fraction=fraction, n_workers=n_workers)
+                totals[method][0] += loglik
+                totals[method][1] += tokens
+                progress.update(block.n_docs)
+    out = {"store": str(store.path), "n_docs": n_docs, "seed": seed,
+           "settings": {"particles": particles, "resample": resample, "fraction": fraction}}
+    for method, (loglik, tokens) in totals.items():
+        per_token = loglik / tokens if tokens else float("nan")
+        out[method] = {"loglik": loglik, "tokens": tokens, "loglik_per_token": per_token,
+                       "perplexity": math.exp(-per_token) if tokens else float("nan")}
+    return out
+
+
+# -- topic diagnostics ----------------------------------------------------------------------------
+def top_word_ids(model: Model, k: int, n: int) -> np.ndarray:
+    """Topic k's n most probable word ids, most probable first (ties: lower id first)."""
+    words, values = model.topic_entries(k)
+    top = words[np.lexsort((words, -values))[:n]]
+    if len(top) < n:  # a nearly empty topic: every unstored word has the smoothing probability
+        unstored = np.setdiff1d(np.arange(min(model.n_words, n + len(words))), words)
+        top = np.concatenate([top, unstored[: n - len(top)]])
+    return top
+
+
+def umass_coherence(store: Store, top_words: np.ndarray, *, quiet: bool = True) -> tuple[np.ndarray, dict]:
+    """UMass coherence of every topic's top words (rows of top_words, most probable first):
+    C_k = sum_{m > l} log((D(v_m, v_l) + 1) / D(v_l)), with D document frequencies in the store,
+    counted in one streaming pass. A top word absent from the store counts as D = 1 (the term
+    is otherwise undefined). Returns (C, {"doc_freq": D of each top word})."""
+    n_topics, n_top = top_words.shape
+    unique = np.unique(top_words)
+    local_of = np.full(store.n_words, -1, np.int32)
+    local_of[unique] = np.arange(len(unique), dtype=np.int32)
+    top_local = local_of[top_words]
+    flat = top_local.ravel()
+    order = np.argsort(flat, kind="stable")
+    occ_indptr = np.zeros(len(unique) + 1, np.int64)
+    np.cumsum(np.bincount(flat, minlength=len(unique)), out=occ_indptr[1:])
+    occ_topic = (order // n_top).astype(np.int64)
+    occ_rank = (order % n_top).astype(np.int64)
+    present = np.zeros(len(unique), np.bool_)
+    doc_freq = np.zeros(len(unique), np.int64)
+    pair_freq = np.zeros((n_topics, n_top, n_top), np.int64)
+    with Progress("coherence", total=store.n_docs, unit="docs", quiet=quiet) as progress:
+        for block in store.iter_blocks():
+            count_cooccurrences(block.indptr, block.indices, local_of, top_local, occ_indptr, occ_topic, occ_rank,
+                                present, doc_freq, pair_freq)
+            progress.update(block.n_docs)
+    denominators = np.maximum(doc_freq[top_local], 1).astype(np.float64)  # D(v_l), K x W
+    below = np.tril(np.ones((n_top, n_top), bool), -1)  # (m, l) with l < m
+    terms = np.log((pair_freq + 1.0) / denominators[:, None, :])
+    return np.where(below[None], terms, 0.0).sum(axis=(1, 2)), {"doc_freq": doc_freq[top_local]}
+
+
+def topic_entropy(values: np.ndarray, total: float, n_words: int, eta: float) -> float:
+    """-sum_w p(w|k) log p(w|k) over the whole vocabulary (nats), from a topic's stored N[k, w]
+    values and N[k]."""
+    norm = n_words * eta + total
+    p = (eta + values) / norm
+    smoothing = eta / norm
+    return float(-(p * np.log(p)).sum() - (n_words - len(values)) * smoothing * math.log(smoothing))
+
+
+def prominence(doc_topics_blocks, n_topics: int, threshold: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """(documents whose top topic is k, documents with theta_k >= threshold, documents) from
+    blocks of (first doc, indptr, topics by decreasing weight, weights, lengths)."""
+    top = np.zeros(n_topics, np.int64)
+    prominent = np.zeros(n_topics, np.int64)
+    n_docs = 0
+    for _, indptr, topics, weights, _ in doc_topics_blocks:
+        nonempty = np.diff(indptr) > 0
+        top += np.bincount(topics[indptr[:-1][nonempty]], minlength=n_topics)
+        prominent += np.bincount(topics[weights >= threshold], minlength=n_topics)
+        n_docs += len(indptr) - 1
+    return top, prominent, n_docs
+
+
+def sampled_doc_topics(model: Model, store: Store, n_docs: int, seed: int, n_workers: int = 1):
+    """Inferred proportions of about n_docs documents of whole blocks chosen at random."""
+    rng = np.random.default_rng(seed)
+    taken = 0
+    step = min(store.docs_per_block, max(1, n_docs))
+    for start in rng.permutation(np.arange(0, store.n_docs, step)):
+        if taken >= n_docs:
+            return
+        block = store.read_docs(start, min(start + step, start + n_docs - taken))
+        result = infer_block(model, block, InferSettings(seed=seed), n_workers)
+        taken += block.n_docs
+        yield block.start, result["indptr"], result["indices"].astype(np.int64), result["data"], result["doc_lengths"]
+
+
+def topic_diagnostics(model: Model, store: Store | None = None, doc_topics: DocTopics | None = None, *,
+                      top_n: int = 10, prominence_threshold: float = 0.1, sample_docs: int = 2000, seed: int = 0,
+                      n_workers: int = 1, quiet: bool = True) -> list[dict]:
+    """One record per topic: top words, tokens, share, entropy, stored words, and (with a store)
+    UMass coherence and (with doc_topics or a store) the document shares."""
+    totals = model.topic_totals()
+    top = np.stack([top_word_ids(model, k, top_n) for k in range(model.n_topics)])
+    records = []
+    for k in range(model.n_topics):
+        _, values = model.topic_entries(k)
+        records.append({"topic": k, "top_words": [str(model.vocab[w]) for w in top[k]],
+                        "tokens": float(totals[k]), "share": float(totals[k] / max(totals.sum(), 1e-300)),
+                        "entropy": topic_entropy(values, totals[k], model.n_words, model.eta),
+                        "stored_words": len(values)})
+    if store is not None:
+        check_vocabulary(model, store)
+        coherence, _ = umass_coherence(store, top, quiet=quiet)
+        for record, c in zip(records, coherence):
+            record["coherence"] = float(c)
+    blocks = None
+    if doc_topics is not None:
+        blocks, source = doc_topics.iter_blocks(), str(doc_topics.path)
+    elif store is not None:
+        blocks, source = sampled_doc_topics(model, store, sample_docs, seed, n_workers), "sample"
+    if blocks is not None:
+        top_docs, prominent_docs, n_docs = prominence(blocks, model.n_topics, prominence_threshold)
+        for k, record in enumerate(records):
+            record["top_topic_docs"] = float(top_docs[k] / max(n_docs, 1))
+            record["prominent_docs"] = float(prominent_docs[k] / max(n_docs, 1))
+            record["prominence_from"] = source
+    return records
+
+
+# -- the evaluate command ---------------------------------------------------------------------------
+def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=None, heldout_docs: int = 1000,
+             methods=METHODS, particles: int = 10, resample: bool = True, top_n: int = 10,
+             prominence_threshold: float = 0.1, sample_docs: int = 2000, seed: int = 0, workers: int = 0,
+             quiet: bool = False) -> dict:
+    """Diagnostics (and held-out scores with a held-out store) of a run; written as JSON to
+    `output` (default <run>/evaluation.json)."""
+    import numba
+
+    model = load_model(run)
+    n_workers = workers or numba.config.NUMBA_NUM_THREADS
+    numba.set_num_threads(min(n_workers, numba.config.NUMBA_NUM_THREADS))
+    if store is None:
+        store = _run_store(run)
+    result = {"model": str(model.path), "n_topics": model.n_topics, "n_words": model.n_words,
+              "alpha": model.alpha, "eta": model.eta, "top_words": top_n,
+              "prominence_threshold": prominence_threshold, "store": str(store) if store else None}
+    result["topics"] = topic_diagnostics(
+        model, open_store(store) if store else None, DocTopics(doc_topics) if doc_topics else None,
+        top_n=top_n, prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed,
+        n_workers=n_workers, quiet=quiet)
+    if heldout_store is not None:
+        result["heldout"] = heldout_scores(model, open_store(heldout_store), max_docs=heldout_docs, seed=seed,
+                                           methods=methods, particles=particles, resample=resample,
+                                           n_workers=n_workers, quiet=quiet)
+    output = Path(output) if output else Path(run) / EVALUATION_NAME
+    output.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(output, json.dumps(result, indent=2).encode())
+    result["output"] = str(output)
+    return result
+
+
+def _run_store(run) -> str | None:
+    """The store a run trained on, if its settings.json names one that still exists."""
+    settings = Path(run) / "settings.json"
+    if settings.exists():
+        path = json.loads(settings.read_text()).get("store")
+        if path and Path(path).exists():
+            return path
+    return None
+
+
+def format_table(result: dict, n_words: int = 6) -> str:
+    """The per-topic diagnostics (and held-out scores) as a plain-text table."""
+    # (header, key, width, format); columns whose key the records lack are left out
+    columns = [("topic", "topic", 5, "d"), ("share", "share", 6, ".1%"), ("coherence", "coherence", 9, ".2f"),
+               ("entropy", "entropy", 7, ".2f"), ("words", "stored_words", 8, "d"),
+               ("top-1", "top_topic_docs", 6, ".1%"), ("prom.", "prominent_docs", 6, ".1%")]
+    topics = result["topics"]
+    present = [c for c in columns if topics and c[1] in topics[0]]
+    lines = ["  ".join(f"{header:>{width}}" for header, _, width, _ in present) + "  top words"]
+    for record in topics:
+        cells = [f"{record[key]:>{width}{fmt}}" for _, key, width, fmt in present]
+        lines.append("  ".join(cells) + "  " + " ".join(record["top_words"][:n_words]))
+    heldout = result.get("heldout")
+    if heldout:
+        lines.append("")
+        for method in METHODS:
+            if method in heldout:
+                h = heldout[method]
+                lines.append(f"held-out {method}: {h['loglik_per_token']:.4f} nats/token, perplexity "
+                             f"{h['perplexity']:.1f} ({h['tokens']:,} tokens of {heldout['n_docs']:,} documents)")
+    return "\n".join(lines)

@@ -1,0 +1,277 @@
+"""Topic proportions of every document of a store, with a trained model held fixed.
+
+Each document is Gibbs-sampled (kernels/gibbs.py) against the model's point estimates
+p(w | k) = (eta + N[k, w]) / (V eta + N[k]); its proportions are the posterior-mean estimate
+
+    theta[d, k] = (alpha + n_dk) / (N_d + K alpha),
+
+with n_dk the topic counts averaged over `samples` saved sweeps after `burnin` discarded ones.
+Every document has its own random stream, fixed by (seed, document number), so the result does
+not depend on the number of threads, on block sizes or on interruptions.
+
+Output (`doc_topics.zarr`, doc_topics_format_version 1), a Zarr v3 group in anndata's csr_matrix
+encoding, shape [n_docs, K]:
+    indptr      int64 (n_docs + 1)
+    indices     uint16|uint32  topic ids, by decreasing weight within a row
+    data        float32  theta[d, k] for the topics with n_dk > 0 and theta >= threshold
+    doc_lengths int64 (n_docs)  tokens per document
+Rows are NOT renormalised after thresholding: a row sums to 1 minus the mass of the topics left
+out (at least K alpha / (N_d + K alpha), the prior's share), so weights are comparable across
+documents; an empty document has an empty row.
+
+Resuming: every run of store blocks of about PART_TOKENS tokens becomes a part file
+`part-<first doc>.npz`, written atomically, in
+`.<output>.parts/` next to the output; a rerun with the same settings skips the parts present,
+and the output is assembled from the parts at the end (then they are deleted). Memory is one
+part of documents (two while the next is read ahead) plus the model's rows, whatever the number
+of documents.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+import zarr
+
+from .atomic import atomic_write_bytes, publish_dir, temporary_sibling
+from .local_step import FrozenTopics, Minibatch, gibbs_sample
+from .minibatches import read_ahead
+from .model import Model, load_model
+from .progress import Progress
+from .store import CSR_ENCODING, CSRBlock, Store, StoreError, default_compressors, index_dtype_for, open_store
+
+DOC_TOPICS_FORMAT_VERSION = 1
+# The "epoch" of inference streams: disjoint from training's epochs 0, 1, 2, ...
+INFER_STREAM = 0x1F0000
+PART_TOKENS = 1 << 23
+DOCS_PER_CHUNK = 1 << 16
+NORMALISATION = ("theta[d,k] = (alpha + n_dk) / (N_d + K alpha), n_dk averaged over saved sweeps; "
+                 "topics with n_dk = 0 or theta < threshold are left out and rows are not renormalised")
+
+
+@dataclass
+class InferSettings:
+    threshold: float = 0.01
+    burnin: int = 4
+    samples: int = 4
+    seed: int = 0
+    workers: int = 0  # 0: all cores
+
+    def validate(self) -> None:
+        if not 0 <= self.threshold < 1:
+            raise ValueError(f"the threshold must be in [0, 1) (got {self.threshold})")
+        if self.burnin < 0 or self.samples < 1:
+            raise ValueError("burnin must be non-negative and samples at least 1")
+        if self.workers < 0:
+            raise ValueError("workers must be non-negative")
+
+
+def frozen_point_estimates(source, words: np.ndarray, eta: float) -> FrozenTopics:
+    """The sampler's frozen view of p(w | k) point estimates for ascending word ids `words`.
+
+    `source` is anything with rows(words), topic_totals() and n_words: a Model or the live
+    TopicWordTable.
+    """
+    words = np.asarray(words, np.int64)
+    row_indptr, row_topics, values = source.rows(words)
+    norm = np.asarray(source.topic_totals(), np.float64) + source.n_words * eta
+    row_topics = np.asarray(row_topics, np.int32)
+    return FrozenTopics(words, np.asarray(row_indptr, np.int64), row_topics,
+                        np.asarray(values, np.float64) / norm[row_topics], eta / norm)
+
+
+def document_topic_counts(tallies, n_docs: int, n_topics: int):
+    """Per document the topics it was assigned and their counts averaged over the saved sweeps,
+    as CSR (indptr, topics int64 ascending, counts float64)."""
+    sizes = np.asarray(tallies.sizes, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    positions = np.repeat(tallies.starts - offsets[:-1], sizes) + np.arange(offsets[-1])
+    keys = np.repeat(np.arange(n_docs, dtype=np.int64), sizes) * n_topics + tallies.topics[positions]
+    weights = tallies.counts[positions].astype(np.float64)
+    order = np.argsort(keys, kind="stable")
+    keys, weights = keys[order], weights[order]
+    firsts = np.flatnonzero(np.diff(keys, prepend=-1)) if len(keys) else np.zeros(0, np.int64)
+    counts = np.add.reduceat(weights, firsts) / tallies.samples if len(keys) else np.zeros(0)
+    distinct = keys[firsts]
+    indptr = np.zeros(n_docs + 1, np.int64)
+    np.cumsum(np.bincount(distinct // n_topics, minlength=n_docs), out=indptr[1:])
+    return indptr, distinct % n_topics, counts
+
+
+def block_minibatch(block: CSRBlock) -> Minibatch:
+    return Minibatch(np.arange(block.start, block.start + block.n_docs, dtype=np.int64), block.indptr,
+                     np.asarray(block.indices, np.int64), np.asarray(block.data, np.int64))
+
+
+def fit_topic_counts(source, batch: Minibatch, *, alpha: float, eta: float, seeds: np.ndarray, burnin: int,
+                     samples: int, n_workers: int = 1):
+    """Gibbs-sample the batch's documents with the topics fixed; document_topic_counts CSR."""
+    frozen = frozen_point_estimates(source, np.unique(batch.words), eta)
+    tallies = gibbs_sample(batch, frozen, seeds, alpha=alpha, burnin=burnin, samples=samples, n_workers=n_workers)
+    return document_topic_counts(tallies, batch.n_docs, len(frozen.smoothing))
+
+
+def infer_block(model: Model, block: CSRBlock, settings: InferSettings, n_workers: int = 1) -> dict:
+    """Thresholded proportions of one block's documents: CSR arrays plus doc_lengths."""
+    batch = block_minibatch(block)
+    seeds = batch.doc_seeds(settings.seed, INFER_STREAM)
+    indptr, topics, counts = fit_topic_counts(model, batch, alpha=model.alpha, eta=model.eta, seeds=seeds,
+                                              burnin=settings.burnin, samples=settings.samples,
+                                              n_workers=n_workers)
+    lengths = block.doc_lengths
+    doc_of = np.repeat(np.arange(block.n_docs), np.diff(indptr))
+    theta = (model.alpha + counts) / (lengths[doc_of] + model.n_topics * model.alpha)
+    keep = theta >= settings.threshold
+    doc_of, topics, theta = doc_of[keep], topics[keep], theta[keep]
+    order = np.lexsort((topics, -theta, doc_of))  # by document, then decreasing weight
+    out_indptr = np.zeros(block.n_docs + 1, np.int64)
+    np.cumsum(np.bincount(doc_of, minlength=block.n_docs), out=out_indptr[1:])
+    return {"indptr": out_indptr, "indices": topics[order].astype(index_dtype_for(model.n_topics)),
+            "data": theta[order].astype(np.float32), "doc_lengths": lengths.astype(np.int64)}
+
+
+def check_vocabulary(model: Model, store: Store) -> None:
+    """The store must use the model's word ids: same size and the same word at every id."""
+    if store.n_words != model.n_words:
+        raise StoreError(f"{store.path} has {store.n_words:,} words but the model at {model.path} has "
+                         f"{model.n_words:,}: documents must be ingested with the model's vocabulary")
+    differ = np.flatnonzero(store.vocab != model.vocab)
+    if len(differ):
+        w = int(differ[0])
+        raise StoreError(f"{store.path} and the model at {model.path} disagree on {len(differ):,} word ids "
+                         f"(first: id {w} is {store.vocab[w]!r} in the store, {model.vocab[w]!r} in the model): "
+                         "documents must be ingested with the model's vocabulary")
+
+
+def _parts_dir(output: Path) -> Path:
+    return output.with_name(f".{output.name}.parts")
+
+
+def _part_name(start: int) -> str:
+    return f"part-{start:012d}.npz"
+
+
+def infer(run, store_path, output, settings: InferSettings | None = None, *, overwrite: bool = False,
+          quiet: bool = False, part_tokens: int = PART_TOKENS) -> dict:
+    """Infer topic proportions of every document of the store into `output` (doc_topics.zarr).
+
+    A part (the unit of resumption) is a run of whole store blocks of about `part_tokens`
+    tokens. Returns a summary (documents, parts computed now and reused from an interrupted
+    run, nnz).
+    """
+    settings = settings or InferSettings()
+    settings.validate()
+    model, store, output = load_model(run), open_store(store_path), Path(output)
+    check_vocabulary(model, store)
+    if output.exists():
+        if not overwrite:
+            raise FileExistsError(f"{output} already exists (use --overwrite to replace it)")
+    parts = _parts_dir(output)
+    n_blocks = max(1, len(store.block_starts()))
+    docs_per_part = store.docs_per_block * max(1, round(part_tokens * n_blocks / max(store.n_tokens, 1)))
+    manifest = {"model": str(model.path.resolve()), "model_progress": model.attrs.get("progress"),
+                "store": str(store.path.resolve()), "store_fingerprint": store.fingerprint(),
+                "docs_per_part": docs_per_part,
+                "settings": {k: v for k, v in asdict(settings).items() if k != "workers"}}
+    _open_parts(parts, manifest, overwrite)
+    n_workers = settings.workers or numba.config.NUMBA_NUM_THREADS
+    numba.set_num_threads(min(n_workers, numba.config.NUMBA_NUM_THREADS))
+    starts = list(store.block_starts(docs_per_part))
+    todo = [s for s in starts if not (parts / _part_name(s)).exists()]
+    done_docs = store.n_docs - sum(min(docs_per_part, store.n_docs - s) for s in todo)
+    blocks = (store.read_docs(s, s + docs_per_part) for s in todo)
+    with Progress("infer", total=store.n_docs, unit="docs", quiet=quiet) as progress:
+        progress.count = done_docs
+        for block in read_ahead(blocks):
+            result = infer_block(model, block, settings, n_workers)
+            buffer = io.BytesIO()
+            np.savez(buffer, **result)
+            atomic_write_bytes(parts / _part_name(block.start), buffer.getvalue())
+            progress.update(block.n_docs)
+    nnz = _assemble(parts, starts, output, model, store, settings, manifest, overwrite)
+    shutil.rmtree(parts, ignore_errors=True)
+    return {"n_docs": store.n_docs, "parts_computed": len(todo), "parts_reused": len(starts) - len(todo),
+            "nnz": nnz, "output": str(output)}
+
+
+def _open_parts(parts: Path, manifest: dict, overwrite: bool) -> None:
+    """Create the parts directory, or reuse one an interrupted run left with the same settings."""
+    record = parts / "manifest.json"
+    if record.exists():
+        if json.loads(record.read_text()) == json.loads(json.dumps(manifest)):
+            return
+        if not overwrite:
+            raise ValueError(f"{parts} holds an interrupted inference with another model, store or settings; "
+                             "rerun with those settings, or with --overwrite to start afresh")
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(record, json.dumps(manifest, indent=2).encode())
+
+
+def _assemble(parts: Path, starts: list[int], output: Path, model: Model, store: Store, settings: InferSettings,
+              manifest: dict, overwrite: bool) -> int:
+    """Concatenate the part files into the output group; returns its number of entries."""
+    sizes = []
+    for s in starts:
+        with np.load(parts / _part_name(s)) as part:
+            sizes.append(int(part["indptr"][-1]))
+    nnz = int(sum(sizes))
+    tmp = temporary_sibling(output)
+    group = zarr.open_group(tmp, mode="w")
+    topic_dtype = index_dtype_for(model.n_topics)
+
+    def create(name, length, dtype, chunk):
+        return group.create_array(name, shape=(length,), chunks=(max(1, min(chunk, length)),), dtype=dtype,
+                                  compressors=default_compressors(dtype))
+
+    indptr = create("indptr", store.n_docs + 1, np.int64, DOCS_PER_CHUNK)
+    indices = create("indices", nnz, topic_dtype, 1 << 20)
+    data = create("data", nnz, np.float32, 1 << 20)
+    lengths = create("doc_lengths", store.n_docs, np.int64, DOCS_PER_CHUNK)
+    indptr[0:1] = np.zeros(1, np.int64)
+    offset = 0
+    for s, size in zip(starts, sizes):
+        with np.load(parts / _part_name(s)) as part:
+            n = len(part["doc_lengths"])
+            indptr[s + 1 : s + n + 1] = part["indptr"][1:] + offset
+            lengths[s : s + n] = part["doc_lengths"]
+            if size:
+                indices[offset : offset + size] = part["indices"]
+                data[offset : offset + size] = part["data"]
+        offset += size
+    group.attrs.update({**CSR_ENCODING, "shape": [store.n_docs, model.n_topics],
+                        "doc_topics_format_version": DOC_TOPICS_FORMAT_VERSION, "nnz": nnz,
+                        "normalisation": NORMALISATION, "alpha": model.alpha, "eta": model.eta, **manifest})
+    publish_dir(tmp, output, overwrite=overwrite)
+    return nnz
+
+
+class DocTopics:
+    """A doc_topics.zarr written by `infer`, read block by block."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not (self.path / "zarr.json").exists():
+            raise StoreError(f"{self.path} is not a doc_topics.zarr written by `bigtopics infer`")
+        self.group = zarr.open_group(self.path, mode="r")
+        self.attrs = dict(self.group.attrs)
+        if self.attrs.get("doc_topics_format_version") != DOC_TOPICS_FORMAT_VERSION:
+            raise StoreError(f"{self.path} is not a doc_topics.zarr of format {DOC_TOPICS_FORMAT_VERSION}")
+        self.n_docs, self.n_topics = (int(x) for x in self.attrs["shape"])
+        self.docs_per_block = int(self.group["indptr"].chunks[0])
+
+    def iter_blocks(self, docs_per_block: int | None = None):
+        """Yield (first document, indptr rebased to 0, topics, weights, doc_lengths) per block."""
+        step = docs_per_block or self.docs_per_block
+        for lo in range(0, self.n_docs, step):
+            hi = min(lo + step, self.n_docs)
+            indptr = np.asarray(self.group["indptr"][lo : hi + 1])
+            a, b = int(indptr[0]), int(indptr[-1])
+            yield (lo, indptr - a, np.asarray(self.group["indices"][a:b], np.int64),
+                   np.asarray(self.group["data"][a:b], np.float64), np.asarray(self.group["doc_lengths"][lo:hi]))

@@ -1,0 +1,247 @@
+"""Input files -> work units -> records (one per source document).
+
+The main process walks the inputs, decompresses them (gzip, bzip2 and xz are recognized by their
+magic bytes, whatever the file is called) and cuts them into `Unit`s of a few MB of whole lines
+(or one whole file for `txt`). Workers turn a unit into `Record`s with `parse_unit`.
+
+Formats:
+    txt        one document per file; id = path relative to the input root
+    lines      one document per line; id = file:line
+    jsonl      one JSON object per line; text and id fields configurable; other fields are
+               per-document metadata (lists and objects kept as JSON text)
+    tsv        MALLET's id<TAB>label<TAB>text; the label is kept as metadata `label`
+    bow-jsonl  one JSON object per line with a pre-counted {word: count} field
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+FORMATS = ("txt", "lines", "jsonl", "tsv", "bow-jsonl")
+LINE_FORMATS = ("lines", "jsonl", "tsv", "bow-jsonl")
+EXTENSION_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".tsv": "tsv"}
+COMPRESSION_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
+BINARY_SNIFF_BYTES = 8192
+DECOMPRESSION_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error)
+
+
+class InputError(ValueError):
+    """Input that cannot be read as asked: names the file (and line)."""
+
+
+@dataclass
+class FormatOptions:
+    format: str | None = None  # None: by extension
+    text_field: str = "text"
+    id_field: str = "id"
+    bow_field: str = "counts"
+    skip_bad: bool = False
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Unit:
+    """A piece of input a worker tokenizes on its own: whole lines of one file, or one file."""
+
+    seq: int
+    path: str  # as shown in errors and ids: relative to the input root
+    format: str
+    data: bytes
+    first_line: int  # line number of data's first line (1-based)
+
+
+@dataclass
+class Record:
+    doc_id: str
+    text: str | bytes | None = None  # bytes only if ASCII
+    counts: dict | None = None  # bow-jsonl
+    meta: dict = field(default_factory=dict)
+
+
+def compression_of(path: Path) -> str | None:
+    with open(path, "rb") as f:
+        head = f.read(6)
+    return next((name for magic, name in COMPRESSION_MAGIC.items() if head.startswith(magic)), None)
+
+
+def open_decompressed(path: Path) -> tuple[BinaryIO, BinaryIO]:
+    """(decompressed stream, underlying file) for path; compression detected by magic bytes."""
+    raw = open(path, "rb")
+    kind = compression_of(path)
+    opener = {"gzip": lambda f: gzip.GzipFile(fileobj=f), "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}.get(kind)
+    return (opener(raw) if opener else raw), raw
+
+
+def format_of(path: Path, requested: str | None) -> str:
+    if requested:
+        return requested
+    name = path.name
+    for suffix in COMPRESSION_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return EXTENSION_FORMATS.get(os.path.splitext(name)[1].lower(), "txt")
+
+
+def looks_binary(head: bytes) -> bool:
+    return b"\0" in head[:BINARY_SNIFF_BYTES]
+
+
+def list_inputs(inputs: list[str | os.PathLike]) -> list[tuple[Path, str]]:
+    """(file, name relative to its input root) for every input file; directories recursively,
+    hidden files skipped, sorted so that the order (and the store) is reproducible."""
+    files = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            found = sorted(
+                p for p in item.rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(item).parts)
+            )
+            files.extend((p, p.relative_to(item).as_posix()) for p in found)
+        elif item.is_file():
+            files.append((item, item.name))
+        else:
+            raise FileNotFoundError(f"input {item} does not exist")
+    if not files:
+        raise InputError(f"no input files in {', '.join(map(str, inputs))}")
+    return files
+
+
+class InputReader:
+    """Cuts the input files into units of about `unit_bytes` decompressed bytes, in order.
+
+    `bytes_read` (compressed bytes consumed) drives progress against `total_bytes`;
+    `skipped_binary` lists files skipped because they look binary.
+    """
+
+    def __init__(self, inputs: list[str | os.PathLike], options: FormatOptions, unit_bytes: int, warn=print):
+        self.files = list_inputs(inputs)
+        self.options = options
+        self.unit_bytes = unit_bytes
+        self.warn = warn
+        self.total_bytes = sum(p.stat().st_size for p, _ in self.files)
+        self.bytes_read = 0
+        self.skipped_binary: list[str] = []
+
+    def units(self) -> Iterator[Unit]:
+        seq = 0
+        for path, name in self.files:
+            fmt = format_of(path, self.options.format)
+            done_before = self.bytes_read
+            stream, raw = open_decompressed(path)
+            try:
+                with stream:
+                    for data, first_line in self._pieces(stream, raw, fmt, name, done_before):
+                        yield Unit(seq, name, fmt, data, first_line)
+                        seq += 1
+            except DECOMPRESSION_ERRORS as e:
+                raise InputError(f"{path}: cannot decompress (truncated or corrupt file?): {e}") from None
+            self.bytes_read = done_before + path.stat().st_size
+
+    def _pieces(self, stream, raw, fmt: str, name: str, done_before: int) -> Iterator[tuple[bytes, int]]:
+        head = stream.read(BINARY_SNIFF_BYTES)
+        if looks_binary(head):
+            self.skipped_binary.append(name)
+            self.warn(f"warning: skipping {name}: looks binary (NUL bytes)")
+            return
+        if fmt == "txt":
+            yield head + stream.read(), 1
+            return
+        pending, line = head, 1
+        while True:
+            block = stream.read(self.unit_bytes)
+            self.bytes_read = done_before + raw.tell()
+            pending += block
+            cut = len(pending) if not block else pending.rfind(b"\n") + 1
+            if cut and (len(pending) >= self.unit_bytes or not block):
+                piece, pending = pending[:cut], pending[cut:]
+                yield piece, line
+                line += piece.count(b"\n")
+            if not block:
+                return
+
+
+# -- parsing (in the workers) -------------------------------------------------------------
+def decode(data: bytes, stats: Counter, what: str) -> str | bytes:
+    """ASCII stays bytes (the tokenizer's fast path); invalid UTF-8 is replaced and counted."""
+    if data.isascii():
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        stats[what] += 1
+        return data.decode("utf-8", errors="replace")
+
+
+def parse_unit(unit: Unit, options: FormatOptions, stats: Counter) -> list[Record]:
+    """The records in a unit; counts problems in stats, raises InputError on a bad line
+    unless options.skip_bad."""
+    if unit.format == "txt":
+        return [Record(unit.path, text=decode(unit.data, stats, "invalid_utf8_docs"))]
+    lines = unit.data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    records = []
+    for offset, raw_line in enumerate(lines):
+        line_no = unit.first_line + offset
+        line = decode(raw_line.rstrip(b"\r"), stats, "invalid_utf8_docs")
+        try:
+            record = _parse_line(unit.format, line, f"{unit.path}:{line_no}", options)
+        except InputError as e:
+            if not options.skip_bad:
+                raise InputError(f"{unit.path}:{line_no}: {e} (use --skip-bad to skip such lines)") from None
+            stats["bad_lines_skipped"] += 1
+            continue
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def _parse_line(fmt: str, line: str | bytes, where: str, options: FormatOptions) -> Record | None:
+    if fmt == "lines":
+        return Record(where, text=line)
+    if fmt == "tsv":
+        text = line.decode("ascii") if isinstance(line, bytes) else line
+        parts = text.split("\t", 2)
+        if len(parts) < 3:
+            if not text.strip():
+                return None
+            raise InputError(f"expected id<TAB>label<TAB>text, found {len(parts)} field(s)")
+        return Record(parts[0], text=parts[2], meta={"label": parts[1]})
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(f"malformed JSON: {e.msg} at column {e.colno}") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"expected a JSON object, found {type(obj).__name__}")
+    doc_id = obj.pop(options.id_field, None)
+    doc_id = where if doc_id is None else str(doc_id)
+    if fmt == "jsonl":
+        text = obj.pop(options.text_field, None)
+        if not isinstance(text, str):
+            raise InputError(f"no text field {options.text_field!r} (a string); set --text-field")
+        return Record(doc_id, text=text, meta=_metadata(obj))
+    counts = obj.pop(options.bow_field, None)
+    if not isinstance(counts, dict) or not all(type(c) is int and c >= 0 for c in counts.values()):
+        raise InputError(f"field {options.bow_field!r} must map words to counts (non-negative integers); set --bow-field")
+    return Record(doc_id, counts=counts, meta=_metadata(obj))
+
+
+def _metadata(obj: dict) -> dict:
+    """Scalars as they are; lists and objects as JSON text."""
+    return {
+        k: json.dumps(v, ensure_ascii=False, sort_keys=True) if isinstance(v, (list, dict)) else v
+        for k, v in obj.items()
+    }

@@ -1,0 +1,189 @@
+"""report.html: one self-contained page (inline CSS, JS and SVG; no network) describing a run.
+
+Every topic with its top words, size and diagnostics (from <run>/evaluation.json when
+`bigtopics evaluate` has been run), the documents most about it (with --doc-topics; kept as a
+running top-n per topic while the document topics stream past), and the training curve from
+metrics.jsonl (throughput, and the held-out score when the trainer logged one).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .atomic import atomic_write_bytes
+from .evaluate import EVALUATION_NAME, top_word_ids
+from .infer import DocTopics
+from .model import Model, load_model
+from .store import open_store
+from .trainer import METRICS_NAME
+
+REPORT_NAME = "report.html"
+CSS = """
+body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em}
+table{border-collapse:collapse;width:100%}td,th{padding:.3em .5em;border-bottom:1px solid #ddd;vertical-align:top}
+th{text-align:left;background:#f4f4f4;cursor:pointer}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.words{font-weight:600}.docs{color:#555;font-size:.9em}.bar{background:#4a7fb5;height:.7em;display:inline-block}
+svg{background:#fafafa;border:1px solid #ddd}input{font-size:1em;padding:.3em;width:20em}
+"""
+JS = """
+function filterTopics(q){q=q.toLowerCase();document.querySelectorAll('#topics tbody tr').forEach(function(r){
+r.style.display=r.textContent.toLowerCase().indexOf(q)>=0?'':'none';});}
+function sortTopics(col){var b=document.querySelector('#topics tbody');var rows=Array.from(b.rows);
+rows.sort(function(a,c){return parseFloat(c.cells[col].dataset.v)-parseFloat(a.cells[col].dataset.v);});
+rows.forEach(function(r){b.appendChild(r);});}
+"""
+
+
+def top_documents(dt: DocTopics, n_topics: int, n: int) -> list[list[tuple[int, float]]]:
+    """Per topic the n documents with the largest weight, as (document, weight), largest first;
+    memory is n per topic plus one block."""
+    best_docs = np.zeros((0,), np.int64)
+    best_topics = np.zeros((0,), np.int64)
+    best_weights = np.zeros((0,), np.float64)
+    for first, indptr, topics, weights, _ in dt.iter_blocks():
+        docs = first + np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        all_docs = np.concatenate([best_docs, docs])
+        all_topics = np.concatenate([best_topics, topics])
+        all_weights = np.concatenate([best_weights, weights])
+        order = np.lexsort((all_docs, -all_weights, all_topics))
+        rank = np.arange(len(order)) - np.searchsorted(all_topics[order], all_topics[order])
+        keep = order[rank < n]
+        best_docs, best_topics, best_weights = all_docs[keep], all_topics[keep], all_weights[keep]
+    out = [[] for _ in range(n_topics)]
+    for d, k, w in zip(best_docs.tolist(), best_topics.tolist(), best_weights.tolist()):
+        out[k].append((d, w))
+    return out
+
+
+def svg_plot(xs, ys, *, title: str, x_label: str, y_label: str, width: int = 640, height: int = 220) -> str:
+    """A line plot as inline SVG, axes labelled with their ranges."""
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    pad = 72
+    if len(xs) == 0:
+        return f"<p>{html.escape(title)}: no data.</p>"
+    x0, x1 = xs.min(), max(xs.max(), xs.min() + 1e-9)
+    y0, y1 = ys.min(), max(ys.max(), ys.min() + 1e-9)
+    px = pad + (xs - x0) / (x1 - x0) * (width - 2 * pad)
+    py = height - pad + (ys - y0) / (y1 - y0) * (2 * pad - height)
+    points = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px, py))
+    e = html.escape
+    return (f'<svg width="{width}" height="{height}" role="img" aria-label="{e(title)}">'
+            f'<text x="{width / 2}" y="18" text-anchor="middle" font-weight="600">{e(title)}</text>'
+            f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#888"/>'
+            f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#888"/>'
+            f'<polyline fill="none" stroke="#4a7fb5" stroke-width="2" points="{points}"/>'
+            + "".join(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="#4a7fb5"/>' for a, b in zip(px, py))
+            + f'<text x="{pad}" y="{height - pad + 16}" font-size="11">{x0:,.4g}</text>'
+            f'<text x="{width - pad}" y="{height - pad + 16}" font-size="11" text-anchor="end">{x1:,.4g}</text>'
+            f'<text x="{pad - 4}" y="{height - pad}" font-size="11" text-anchor="end">{_number(y0)}</text>'
+            f'<text x="{pad - 4}" y="{pad + 4}" font-size="11" text-anchor="end">{_number(y1)}</text>'
+            f'<text x="{width / 2}" y="{height - 10}" text-anchor="middle" font-size="12">{e(x_label)}</text>'
+            f'<text x="14" y="{height / 2}" text-anchor="middle" font-size="12" '
+            f'transform="rotate(-90 14 {height / 2})">{e(y_label)}</text></svg>')
+
+
+def _number(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:.4g}"
+
+
+def training_curves(run: Path) -> str:
+    path = run / METRICS_NAME
+    if not path.exists():
+        return "<p>No metrics.jsonl in this run.</p>"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    parts = [svg_plot([r["seconds"] for r in records], [r["tokens_per_s"] for r in records],
+                      title="Throughput", x_label="seconds of training", y_label="tokens / s")]
+    heldout = [r for r in records if r.get("heldout_loglik") is not None]
+    if heldout:
+        parts.append(svg_plot([r["seconds"] for r in heldout], [r["heldout_loglik"] for r in heldout],
+                              title="Held-out log-likelihood per token", x_label="seconds of training",
+                              y_label="nats / token"))
+    else:
+        parts.append("<p>No held-out score was logged during training.</p>")
+    return "\n".join(parts)
+
+
+def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5) -> Path:
+    """Write the report (default <run>/report.html); returns its path."""
+    run = Path(run)
+    model: Model = load_model(run)
+    output = Path(output) if output else run / REPORT_NAME
+    evaluation = {}
+    if (run / EVALUATION_NAME).exists():
+        evaluation = {r["topic"]: r for r in json.loads((run / EVALUATION_NAME).read_text())["topics"]}
+    documents = [[] for _ in range(model.n_topics)]
+    doc_ids = None
+    if doc_topics:
+        dt = DocTopics(doc_topics)
+        documents = top_documents(dt, model.n_topics, n_docs)
+        store_path = store or dt.attrs.get("store")
+        if store_path and Path(store_path).exists():
+            doc_ids = open_store(store_path)
+    totals = model.topic_totals()
+    share = totals / max(totals.sum(), 1e-300)
+    e = html.escape
+    rows = []
+    for k in range(model.n_topics):
+        words = " ".join(model.vocab[top_word_ids(model, k, n_words)])
+        diag = evaluation.get(k, {})
+        coherence = diag.get("coherence")
+        docs = ", ".join(
+            f"{e(str(doc_ids.doc_ids(d, d + 1)[0]) if doc_ids else str(d))} ({w:.0%})" for d, w in documents[k])
+        rows.append(
+            f'<tr><td class="n" data-v="{-k}">{k}</td>'
+            f'<td class="n" data-v="{share[k]}"><span class="bar" style="width:{share[k] * 300:.0f}px"></span> '
+            f'{share[k]:.1%}</td>'
+            f'<td class="n" data-v="{coherence if coherence is not None else "-Infinity"}">'
+            f'{"" if coherence is None else f"{coherence:.1f}"}</td>'
+            f'<td><div class="words">{e(words)}</div><div class="docs">{docs}</div></td></tr>')
+    progress = model.attrs.get("progress") or {}
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>bigtopics report: {e(run.name)}</title>
+<style>{CSS}</style><script>{JS}</script></head><body>
+<h1>Topic model report: {e(run.name)}</h1>
+<p>{model.n_topics} topics over {model.n_words:,} words; alpha {model.alpha:g}, eta {model.eta:g};
+trained on {progress.get("docs_seen", 0):,} documents ({progress.get("tokens_seen", 0):,} tokens).
+Coherence is UMass over the top 10 words (closer to 0 is better){"" if evaluation else
+" — run <code>bigtopics evaluate</code> to fill it in"}.</p>
+<h2>Training</h2>
+{training_curves(run)}
+<h2>Topics</h2>
+<p><input placeholder="filter topics by word or document" oninput="filterTopics(this.value)"></p>
+<table id="topics"><thead><tr><th onclick="sortTopics(0)">topic</th><th onclick="sortTopics(1)">size</th>
+<th onclick="sortTopics(2)">coherence</th><th>top words, and the documents most about the topic</th></tr></thead>
+<tbody>
+{"".join(rows)}
+</tbody></table></body></html>
+"""
+    atomic_write_bytes(output, page.encode("utf-8"))
+    return output
+
+
+def find_chromium() -> str | None:
+    import shutil
+
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def render_in_browser(page: Path, screenshot: Path, *, width: int = 1200, height: int = 1600) -> str:
+    """Open the page in headless Chromium: save a screenshot and return the DOM after scripts ran.
+
+    The check behind "the report renders": `python -c 'from bigtopics.report import *;
+    print(render_in_browser(Path("run/report.html"), Path("report.png"))[:500])'`, then look at
+    report.png. Needs chromium (apt-get install -y chromium).
+    """
+    import subprocess
+
+    browser = find_chromium()
+    if browser is None:
+        raise FileNotFoundError("no chromium found (apt-get install -y chromium)")
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+    url = Path(page).resolve().as_uri()
+    subprocess.run(flags + [f"--screenshot={Path(screenshot).resolve()}", f"--window-size={width},{height}", url],
+                   check=True, capture_output=True, timeout=120)
+    return subprocess.run(flags + ["--dump-dom", url], check=True, capture_output=True, text=True, timeout=120).stdout

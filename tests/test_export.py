@@ -1,0 +1,137 @@
+"""Exports read back and compared with the model and the inferred document topics."""
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+
+from bigtopics.cli import main
+from bigtopics.export import write_dfr_doc_topics
+from bigtopics.infer import DocTopics, InferSettings, infer
+from bigtopics.model import load_model
+from bigtopics.synth import CorpusSpec, write_corpus
+from bigtopics.trainer import TrainSettings, train
+
+SPEC = CorpusSpec(n_docs=800, n_topics=4, n_words=100, mean_length=30, alpha=0.1, eta=0.05, seed=11)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    store, run, dt, out = root / "corpus.zarr", root / "run", root / "doc_topics.zarr", root / "out"
+    write_corpus(SPEC, store, "store", entries_per_chunk=2048)
+    train(store, run, TrainSettings(n_topics=SPEC.n_topics, epochs=2, batch_size=200, tau0=1), quiet=True)
+    infer(run, store, dt, InferSettings(threshold=0.02), quiet=True)
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--doc-topics", str(dt), "--top-words", "8"])
+    assert result.exit_code == 0, result.output
+    return load_model(run), DocTopics(dt), out
+
+
+def doc_rows(dt: DocTopics):
+    for first, indptr, topics, weights, lengths in dt.iter_blocks():
+        for d in range(len(indptr) - 1):
+            yield first + d, topics[indptr[d]:indptr[d + 1]], weights[indptr[d]:indptr[d + 1]], lengths[d]
+
+
+def test_topic_word_round_trip(exported):
+    model, _, out = exported
+    group = zarr.open_group(out / "topic_word.zarr", mode="r")
+    assert group.attrs["encoding-type"] == "csr_matrix" and group.attrs["shape"] == [model.n_topics, model.n_words]
+    indptr, indices, data, smoothing = (group[n][:] for n in ("indptr", "indices", "data", "smoothing"))
+    for k in range(model.n_topics):
+        row = np.full(model.n_words, smoothing[k])
+        row[indices[indptr[k]:indptr[k + 1]]] = data[indptr[k]:indptr[k + 1]]
+        np.testing.assert_allclose(row, model.word_probabilities(k), rtol=1e-6)
+    assert (out / "vocab.txt").read_text().splitlines() == list(model.vocab)
+
+
+def test_mallet_topic_keys_and_word_topic_counts(exported):
+    model, _, out = exported
+    lines = (out / "topic_keys.tsv").read_text().splitlines()
+    assert len(lines) == model.n_topics
+    for k, line in enumerate(lines):
+        topic, alpha, words = line.split("\t")
+        assert int(topic) == k and float(alpha) == pytest.approx(model.alpha)
+        assert words.split(" ") == [w for w, _ in model.top_words(k, 8)]
+    counts = np.zeros((model.n_topics, model.n_words))
+    for line in (out / "word_topic_counts.txt").read_text().splitlines():
+        w, word, *pairs = line.split(" ")
+        assert model.vocab[int(w)] == word
+        values = [int(p.split(":")[1]) for p in pairs]
+        assert values == sorted(values, reverse=True) and all(v > 0 for v in values)
+        for p in pairs:
+            k, c = p.split(":")
+            counts[int(k), int(w)] = int(c)
+    dense = np.stack([model.word_probabilities(k) * (model.n_words * model.eta + model.topic_totals()[k])
+                      - model.eta for k in range(model.n_topics)])
+    np.testing.assert_array_equal(counts, np.rint(dense))
+
+
+def test_mallet_doc_topics_and_search_files(exported):
+    model, dt, out = exported
+    lines = (out / "doc_topics.txt").read_text().splitlines()
+    assert lines[0] == "#doc name topic proportion ..."
+    es = (out / "search.jsonl").read_text().splitlines()
+    solr = (out / "search_solr.jsonl").read_text().splitlines()
+    assert len(lines) - 1 == len(solr) == len(es) // 2 == dt.n_docs
+    for (d, topics, weights, length), line, solr_line, action, source in zip(
+            doc_rows(dt), lines[1:], solr, es[0::2], es[1::2]):
+        fields = line.split("\t")
+        assert int(fields[0]) == d and fields[1] == str(d)  # synthetic ids are document numbers
+        assert [int(t) for t in fields[2::2]] == topics.tolist()
+        np.testing.assert_allclose([float(w) for w in fields[3::2]], weights, rtol=1e-5)
+        assert json.loads(action) == {"index": {"_index": "bigtopics", "_id": str(d)}}
+        record = json.loads(source)
+        assert record["length"] == length
+        assert record["topics"] == {f"topic_{t}": pytest.approx(w, rel=1e-5) for t, w in zip(topics, weights)}
+        payloads = json.loads(solr_line)["topics"].split(" ") if len(topics) else []
+        assert [p.split("|")[0] for p in payloads] == [f"topic_{t}" for t in topics]
+
+
+def test_dfr_browser_and_pyldavis_inputs(exported, tmp_path):
+    model, dt, out = exported
+    expected = np.zeros((dt.n_docs, dt.n_topics), np.int64)
+    for d, topics, weights, length in doc_rows(dt):
+        expected[d, topics] = np.rint(weights * length)
+    for path, per_pass in ((out / "dt.json.zip", None), (tmp_path / "dt.json.zip", 50)):  # one pass, many passes
+        if per_pass:
+            write_dfr_doc_topics(dt, path, entries_per_pass=per_pass)
+        with zipfile.ZipFile(path) as archive:
+            sparse = json.loads(archive.read("dt.json"))
+        got = np.zeros_like(expected)
+        for k in range(dt.n_topics):
+            lo, hi = sparse["p"][k], sparse["p"][k + 1]
+            got[sparse["i"][lo:hi], k] = sparse["x"][lo:hi]
+        np.testing.assert_array_equal(got, expected)
+    tw = json.loads((out / "tw.json").read_text())
+    assert len(tw["alpha"]) == len(tw["tw"]) == model.n_topics
+    assert tw["tw"][0]["words"] == [w for w, _ in model.top_words(0, 8)]
+    vis = json.loads((out / "pyldavis.json").read_text())
+    dists = np.array(vis["topic_term_dists"])
+    np.testing.assert_allclose(dists.sum(1), 1.0, atol=1e-6)
+    assert dists.shape == (model.n_topics, len(vis["vocab"])) == (model.n_topics, len(vis["term_frequency"]))
+    # identity doc_topic_dists weighted by doc_lengths gives pyLDAvis the topic sizes
+    np.testing.assert_allclose(np.array(vis["doc_topic_dists"]).T @ np.array(vis["doc_lengths"]), model.topic_totals(),
+                               rtol=1e-6)
+    topics = [json.loads(line) for line in (out / "topics.jsonl").read_text().splitlines()]
+    assert [t["label"] for t in topics] == [" ".join(w for w, _ in model.top_words(k, 3)) for k in range(model.n_topics)]
+
+
+def test_report_is_self_contained_and_renders(exported, tmp_path):
+    from bigtopics.report import build_report, find_chromium, render_in_browser
+
+    model, dt, _ = exported
+    run = model.path.parent
+    page = build_report(run, tmp_path / "report.html", doc_topics=dt.path)
+    text = page.read_text()
+    assert "http://" not in text and "https://" not in text and "<svg" in text
+    for k in range(model.n_topics):
+        assert " ".join(w for w, _ in model.top_words(k, 3)) in text
+    if find_chromium() is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    dom = render_in_browser(page, tmp_path / "report.png")
+    assert dom.count("<tr>") >= model.n_topics + 1 and "<polyline" in dom
+    assert (tmp_path / "report.png").stat().st_size > 10_000

@@ -1,0 +1,137 @@
+"""Inference of document-topic proportions: recovery, determinism, resumption, bad input."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+
+from bigtopics.cli import main
+from bigtopics.infer import DocTopics, InferSettings, infer
+from bigtopics.model import load_model
+from bigtopics.synth import CorpusSpec, truth_path, write_corpus
+from bigtopics.trainer import TrainSettings, train
+
+SPEC = CorpusSpec(n_docs=6000, n_topics=6, n_words=300, mean_length=50, alpha=0.1, eta=0.02, seed=7)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("infer")
+    store = root / "corpus.zarr"
+    write_corpus(SPEC, store, "store", entries_per_chunk=4096)  # about 60 blocks
+    run = root / "run"
+    train(store, run, TrainSettings(n_topics=SPEC.n_topics, epochs=3, batch_size=500, tau0=1, seed=1), quiet=True)
+    return store, run
+
+
+def dense(path) -> np.ndarray:
+    group = zarr.open_group(path, mode="r")
+    n_docs, n_topics = group.attrs["shape"]
+    indptr, indices, data = (group[name][:] for name in ("indptr", "indices", "data"))
+    out = np.zeros((n_docs, n_topics))
+    out[np.repeat(np.arange(n_docs), np.diff(indptr)), indices] = data
+    return out
+
+
+def arrays(path) -> dict:
+    group = zarr.open_group(path, mode="r")
+    return {name: group[name][:] for name in ("indptr", "indices", "data", "doc_lengths")}
+
+
+def test_recovers_the_true_proportions(trained, tmp_path):
+    """After matching learned to true topics (best cosine of p(w|k)), the mean L1 distance
+    between inferred and true theta over documents must be below 0.25 (a document's two
+    dominant topics swapped would cost up to 2)."""
+    store, run = trained
+    out = tmp_path / "doc_topics.zarr"
+    infer(run, store, out, InferSettings(threshold=0.0, seed=3), quiet=True)
+    model = load_model(run)
+    beta = np.load(truth_path(store) / "beta.npy")
+    learned = np.stack([model.word_probabilities(k) for k in range(model.n_topics)])
+    cosine = (beta / np.linalg.norm(beta, axis=1, keepdims=True)) @ (learned / np.linalg.norm(learned, axis=1, keepdims=True)).T
+    match = cosine.argmax(axis=1)  # true topic -> learned topic
+    assert len(set(match.tolist())) == SPEC.n_topics
+    theta = np.load(truth_path(store) / "theta.npy")
+    inferred = dense(out)[:, match]
+    l1 = np.abs(inferred - theta).sum(1)
+    assert l1.mean() < 0.25, l1.mean()
+    stored = arrays(out)
+    assert (np.diff(stored["indptr"]) >= 1).all()
+    assert np.all(inferred.sum(1) <= 1 + 1e-5)
+
+
+def test_rows_are_thresholded_and_sorted_by_weight(trained, tmp_path):
+    store, run = trained
+    out = tmp_path / "dt.zarr"
+    infer(run, store, out, InferSettings(threshold=0.05, seed=3), quiet=True)
+    doc_topics = DocTopics(out)
+    for _, indptr, topics, weights, lengths in doc_topics.iter_blocks():
+        assert (weights >= 0.05).all()
+        for d in range(len(indptr) - 1):
+            row = weights[indptr[d]:indptr[d + 1]]
+            assert (np.diff(row) <= 0).all()
+        assert (lengths > 0).all()
+
+
+def test_same_seed_same_output_whatever_the_workers(trained, tmp_path):
+    store, run = trained
+    outs = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}.zarr"
+        infer(run, store, out, InferSettings(seed=4, workers=workers), quiet=True)
+        outs.append(arrays(out))
+    for name in outs[0]:
+        np.testing.assert_array_equal(outs[0][name], outs[1][name])
+
+
+def test_a_killed_infer_resumes_where_it_stopped(trained, tmp_path):
+    store, run = trained
+    out = tmp_path / "resumed.zarr"
+    parts = tmp_path / ".resumed.zarr.parts"
+    command = [sys.executable, "-m", "bigtopics.cli", "infer", str(run), str(store), "-o", str(out), "--seed", "5",
+               "--part-tokens", "2000", "--quiet"]
+    process = subprocess.Popen(command, env={**os.environ, "NUMBA_NUM_THREADS": "2"})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if parts.exists() and len(list(parts.glob("part-*.npz"))) >= 3:
+                break
+            time.sleep(0.005)
+        assert process.poll() is None, "infer finished before it could be killed"
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert not out.exists()
+    summary = infer(run, store, out, InferSettings(seed=5), quiet=True, part_tokens=2000)
+    assert summary["parts_reused"] >= 3 and summary["parts_computed"] > 0
+    assert not parts.exists()
+    fresh = tmp_path / "fresh.zarr"
+    infer(run, store, fresh, InferSettings(seed=5), quiet=True)  # in one part: the same result
+    a, b = arrays(out), arrays(fresh)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_refuses_a_store_with_another_vocabulary(trained, tmp_path):
+    _, run = trained
+    other = tmp_path / "other.zarr"
+    write_corpus(CorpusSpec(n_docs=30, n_topics=2, n_words=50, mean_length=10), other, "store")
+    result = CliRunner().invoke(main, ["infer", str(run), str(other), "-o", str(tmp_path / "x.zarr"), "--quiet"])
+    assert result.exit_code == 2
+    assert "50 words" in result.output and "vocabulary" in result.output
+
+
+def test_refuses_to_overwrite_without_the_flag(trained, tmp_path):
+    store, run = trained
+    out = tmp_path / "dt.zarr"
+    out.mkdir()
+    result = CliRunner().invoke(main, ["infer", str(run), str(store), "-o", str(out), "--quiet"])
+    assert result.exit_code == 2 and "already exists" in result.output
