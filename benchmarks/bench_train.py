@@ -63,7 +63,7 @@ def child(store: str, k: int, workers: int, docs: int, batch_size: int, warm: in
 def ensure_store(corpus: Path, section_tokens: int, cache: Path) -> Path:
     store = cache / f"{corpus.parent.name}-s{section_tokens}.zarr"
     if not store.exists():
-        cmd = ["bigtopics", "ingest", str(corpus), "-o", str(store), "--quiet"]
+        cmd = [sys.executable, "-m", "bigtopics.cli", "ingest", str(corpus), "-o", str(store), "--quiet"]
         if section_tokens:
             cmd += ["--section-tokens", str(section_tokens)]
         subprocess.run(cmd, check=True)

@@ -80,16 +80,55 @@ def ingest(inputs, output, fmt, text_field, id_field, bow_field, section_tokens,
 
 
 @main.command()
-@click.argument("store", type=click.Path(exists=True, file_okay=False))
-@click.option("-n", "--top", "n_top", type=int, default=30, show_default=True, help="Top words to list.")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option("-n", "--top", "n_top", type=int, default=30, show_default=True, help="Top words to list (stores).")
 @user_errors
-def info(store, n_top):
-    """Describe a store: sizes, compression, chunking, settings, top words."""
+def info(path, n_top):
+    """Describe a store (sizes, compression, chunking, settings, top words) or a training run
+    (settings, progress, checkpoints)."""
+    from pathlib import Path
+
     from .ingest import describe_store
     from .store import open_store
+    from .trainer import SETTINGS_NAME, describe_run
 
-    click.echo(describe_store(open_store(store), n_top))
+    if (Path(path) / SETTINGS_NAME).exists():
+        click.echo(describe_run(path))
+    else:
+        click.echo(describe_store(open_store(path), n_top))
 
+
+@main.command()
+@click.option("--workdir", default="bigtopics-demo", show_default=True, type=click.Path(file_okay=False),
+              help="Where the demo writes its store and run.")
+@click.option("-k", "--topics", "n_topics", default=20, show_default=True, help="Number of topics.")
+@click.option("--epochs", default=5, show_default=True)
+@user_errors
+def demo(workdir, n_topics, epochs):
+    """Ingest the built-in sample (24 public-domain Project Gutenberg books, cut into sections
+    of about 500 tokens), train a model, and print its topics."""
+    from importlib.resources import files
+    from pathlib import Path
+
+    from .ingest import ingest as run_ingest
+    from .model import load_model
+    from .trainer import TrainSettings, train as run_train
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    books = files("bigtopics") / "data" / "demo_books.jsonl.gz"
+    store, run = workdir / "books.zarr", workdir / "run"
+    click.echo(f"ingesting {books.name} into {store} ...", err=True)
+    report = run_ingest([str(books)], store, section_tokens=500, overwrite=True, quiet=True)
+    click.echo(report.summary(), err=True)
+    click.echo(f"training {n_topics} topics for {epochs} epochs into {run} ...", err=True)
+    run_train(store, run, TrainSettings(n_topics=n_topics, epochs=epochs, batch_size=256, tau0=1),
+              overwrite=True)
+    model = load_model(run)
+    for k in np.argsort(-model.topic_totals(), kind="stable"):
+        click.echo(f"{k:3d}  " + " ".join(w for w, _ in model.top_words(int(k), 10)))
+    click.echo(f"\nnext: bigtopics info {run}; bigtopics topics {run}; bigtopics export {run} -o {workdir}/export",
+               err=True)
 
 
 # -- train and topics -----------------------------------------------------------------------
@@ -118,6 +157,9 @@ def info(store, n_top):
               help="Rescale the table (and drop small entries) when pi_t falls below this.  [default: 1e-4]")
 @click.option("--seed", type=int, help="Fixes every random choice.  [default: 0]")
 @click.option("--workers", type=int, help="Sampler threads.  [default: all cores]")
+@click.option("--heldout", type=int, help="Hold this many documents out of training and report their "
+              "left-to-right log-likelihood per token as training goes.  [default: 0]")
+@click.option("--heldout-every", help="How often to score the held-out documents.  [default: 5m]")
 @click.option("--checkpoint-every", help="Minibatches (200) or a duration (30m, 2h).  [default: 30m]")
 @click.option("--keep-checkpoints", type=int, help="How many checkpoints to keep.  [default: 3]")
 @click.option("--snapshot-every", default="10m", show_default=True,

@@ -9,12 +9,11 @@ a distributed engine that read the store from shared storage.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .kernels.csr import row_cumsum
-from .kernels.gibbs import _sample_minibatch, build_row_index
+from .kernels.gibbs import _sample_minibatch, index_rows
 from .kernels.rng import stream_seeds
 from .kernels.sparse_stats import merge_pairs
 from .kernels.special import digamma, exp_digamma_array
@@ -65,11 +64,15 @@ class FrozenTopics:
     row_topics: np.ndarray  # int32
     row_coef: np.ndarray  # float64
     smoothing: np.ndarray  # float64 (K,)
+    _view: tuple | None = field(default=None, repr=False, compare=False)
 
     def kernel_view(self) -> tuple:
-        """The tuple the sampler kernels take (see kernels/gibbs.py)."""
-        return (self.row_indptr, self.row_topics, self.row_coef, row_cumsum(self.row_indptr, self.row_coef),
-                self.smoothing, np.cumsum(self.smoothing), *build_row_index(self.row_indptr, self.row_topics))
+        """The tuple the sampler kernels take (see kernels/gibbs.py), built on first use."""
+        if self._view is None:
+            coef_cumsum, slot_start, slots = index_rows(self.row_indptr, self.row_topics, self.row_coef)
+            self._view = (self.row_indptr, self.row_topics, self.row_coef, coef_cumsum,
+                          self.smoothing, np.cumsum(self.smoothing), slot_start, slots)
+        return self._view
 
     @classmethod
     def from_table(cls, table, words: np.ndarray, eta: float) -> "FrozenTopics":

@@ -105,6 +105,22 @@ class MinibatchStream:
         return indptr, indices, data
 
 
+def read_documents(store: Store, doc_numbers: np.ndarray) -> Minibatch:
+    """The given documents (ascending document numbers) as one minibatch, reading each block
+    that holds any of them once."""
+    doc_numbers = np.asarray(doc_numbers, np.int64)
+    step = store.docs_per_block
+    parts = []
+    for block in np.unique(doc_numbers // step):
+        wanted = doc_numbers[doc_numbers // step == block]
+        rows = store.read_docs(block * step, (block + 1) * step)
+        parts.append(Minibatch(wanted, *gather_rows(rows.indptr, rows.indices, rows.data, wanted - block * step)))
+    batch = Minibatch(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    for part in parts:
+        batch = _concat(batch, part)
+    return batch
+
+
 def _unread(n_docs: int) -> Minibatch:
     """Stand-in for documents of an unread window; they only ever fall in skipped minibatches."""
     return Minibatch(np.full(n_docs, -1, np.int64), np.zeros(n_docs + 1, np.int64),

@@ -33,7 +33,7 @@ from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, loa
                           read_checkpoint_meta, save_checkpoint)
 from .local_step import FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, rss_bytes
-from .minibatches import MinibatchStream, read_ahead
+from .minibatches import MinibatchStream, read_ahead, read_documents
 from .model import MODEL_NAME, write_model
 from .progress import Progress, format_duration
 from .store import Store, open_store
@@ -65,11 +65,13 @@ class TrainSettings:
     reset_below: float = 1e-4
     workers: int = 0  # 0: all cores
     window_blocks: int = 16
+    heldout: int = 0  # documents held out of training and scored as it goes
+    heldout_every: str = "5m"  # how often to score them (minibatches or a duration)
     checkpoint_every: str = "30m"  # minibatches ("200") or a duration ("30m", "2h", "90s")
     keep_checkpoints: int = 3
 
     # What a resumed run may change; everything else defines the model and must stay.
-    CHANGEABLE = ("epochs", "max_docs", "workers", "checkpoint_every", "keep_checkpoints")
+    CHANGEABLE = ("epochs", "max_docs", "workers", "checkpoint_every", "keep_checkpoints", "heldout_every")
 
     def validate(self) -> None:
         checks = [
@@ -87,11 +89,13 @@ class TrainSettings:
             (0 < self.reset_below < 1, "reset-below must be in (0, 1)"),
             (self.workers >= 0, "workers must be non-negative"),
             (self.keep_checkpoints >= 1, "keep at least one checkpoint"),
+            (self.heldout >= 0, "the number of held-out documents must be non-negative"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
         parse_interval(self.checkpoint_every)
+        parse_interval(self.heldout_every)
 
     @property
     def n_workers(self) -> int:
@@ -112,6 +116,14 @@ def parse_interval(text: str) -> tuple[int | None, float | None]:
     except ValueError:
         pass
     raise ValueError(f"checkpoint interval {text!r}: give a number of minibatches (200) or a duration (30m, 2h)")
+
+
+def heldout_documents(n_docs: int, n_heldout: int, seed: int) -> np.ndarray:
+    """The document numbers held out of training: a sample fixed by the seed, ascending."""
+    if n_heldout <= 0:
+        return np.zeros(0, np.int64)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0xE7A1])))
+    return np.sort(rng.choice(n_docs, size=n_heldout, replace=False)).astype(np.int64)
 
 
 def learning_rate(step: int, tau0: float, kappa: float) -> float:
@@ -166,8 +178,14 @@ class Trainer:
         self.quiet = quiet
         self.report_seconds = report_seconds
         self.snapshot_seconds = snapshot_seconds
-        self.stream = MinibatchStream(self.store, settings.batch_size, settings.seed, settings.window_blocks)
+        if settings.heldout >= self.store.n_docs:
+            raise ValueError(f"cannot hold out {settings.heldout} of the store's {self.store.n_docs} documents")
+        self.heldout_docs = heldout_documents(self.store.n_docs, settings.heldout, settings.seed)
+        self.stream = MinibatchStream(self.store, settings.batch_size, settings.seed, settings.window_blocks,
+                                      exclude=self.heldout_docs)
         self.n_training_docs = self.stream.n_training_docs
+        self._heldout_batch = None
+        self.last_heldout: float | None = None
         self.state = RunState()
         self.table: TopicWordTable | None = None
         self.resumed_from: CheckpointInfo | None = None
@@ -284,7 +302,7 @@ class Trainer:
             progress.close()
         self.write_checkpoint()
         if self.stop_signal is None:
-            self._log_metrics(self._metrics_record(final=True))
+            self._log_metrics(self._metrics_record(final=True, heldout=self.heldout_score() if s.heldout else None))
         path = self.write_model()
         return path
 
@@ -296,9 +314,10 @@ class Trainer:
     def _loop(self, progress: Progress) -> None:
         s, st = self.settings, self.state
         every_batches, every_seconds = parse_interval(s.checkpoint_every)
+        score_batches, score_seconds = parse_interval(s.heldout_every)
         clock = time.monotonic()
         seconds_before = st.seconds
-        last_report = last_snapshot = last_checkpoint = clock
+        last_report = last_snapshot = last_checkpoint = last_score = clock
         interval_tokens, interval_start = 0, clock
         while st.epoch < s.epochs:
             for batch in read_ahead(self.stream.epoch(st.epoch, skip=st.batch_in_epoch)):
@@ -309,8 +328,14 @@ class Trainer:
                 progress.update(batch.n_docs)
                 now = time.monotonic()
                 st.seconds = seconds_before + now - clock
-                if now - last_report >= self.report_seconds:
-                    st.last_metrics = self._metrics_record(tokens_per_second=interval_tokens / (now - interval_start))
+                heldout = None
+                if s.heldout and ((score_batches and st.step % score_batches == 0)
+                                  or (score_seconds and now - last_score >= score_seconds) or st.step == 1):
+                    heldout = self.heldout_score()
+                    last_score = time.monotonic()
+                if heldout is not None or now - last_report >= self.report_seconds:
+                    st.last_metrics = self._metrics_record(tokens_per_second=interval_tokens / max(now - interval_start, 1e-9),
+                                                           heldout=heldout)
                     self._log_metrics(st.last_metrics)
                     last_report, interval_tokens, interval_start = now, 0, now
                 if (every_batches and st.step % every_batches == 0) or (
@@ -322,6 +347,19 @@ class Trainer:
                     last_snapshot = time.monotonic()
             st.epoch += 1
             st.batch_in_epoch = 0
+
+    def heldout_score(self) -> float:
+        """Held-out log-likelihood per token of the current topics (left-to-right, Wallach et al.
+        2009, without resampling so that long documents stay affordable)."""
+        from .evaluate import heldout_loglik
+
+        if self._heldout_batch is None:
+            self._heldout_batch = read_documents(self.store, self.heldout_docs)
+        s = self.settings
+        total, n_tokens = heldout_loglik(self.table, self._heldout_batch, alpha=s.alpha, eta=s.eta, seed=s.seed,
+                                         particles=5, resample=False, n_workers=s.n_workers)
+        self.last_heldout = total / max(n_tokens, 1)
+        return self.last_heldout
 
     def step(self, batch, epoch: int) -> None:
         """One minibatch: freeze, local step, global step."""
@@ -337,7 +375,8 @@ class Trainer:
         st.tokens_seen += batch.n_tokens
 
     # -- reporting -------------------------------------------------------------------------
-    def _metrics_record(self, tokens_per_second: float | None = None, final: bool = False) -> dict:
+    def _metrics_record(self, tokens_per_second: float | None = None, final: bool = False,
+                        heldout: float | None = None) -> dict:
         st = self.state
         elapsed = max(st.seconds, 1e-9)
         return {
@@ -352,7 +391,8 @@ class Trainer:
             "table_entries": self.table.n_entries,
             "table_resets": self.table.n_resets,
             "mass_dropped": self.table.mass_dropped,
-            "heldout_loglik": None,
+            "heldout_loglik": heldout,
+            "heldout_perplexity": None if heldout is None else float(np.exp(-heldout)),
             "rss_bytes": rss_bytes(),
             "peak_rss_bytes": peak_rss_bytes(),
             **({"final": True} if final else {}),
@@ -365,8 +405,8 @@ class Trainer:
             "entries": f"{self.table.n_entries:,}" if self.table is not None else "0",
             "mem": format_bytes(rss_bytes()),
         }
-        if st.last_metrics.get("heldout_loglik") is not None:
-            out["heldout"] = f"{st.last_metrics['heldout_loglik']:.3f}"
+        if self.last_heldout is not None:
+            out["heldout"] = f"{self.last_heldout:.3f}"
         return out
 
 

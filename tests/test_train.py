@@ -107,3 +107,17 @@ def test_an_existing_run_is_not_overwritten(corpus, tmp_path):
     train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=500, batch_size=250), quiet=True)
     with pytest.raises(FileExistsError, match="already holds a run"):
         train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=500), quiet=True)
+
+
+def test_heldout_documents_are_scored_as_training_goes(corpus, tmp_path):
+    settings = TrainSettings(n_topics=SPEC.n_topics, epochs=2, batch_size=250, tau0=1, heldout=300,
+                             heldout_every="4")
+    trainer = Trainer(corpus, tmp_path / "run", settings, quiet=True)
+    trainer.run()
+    assert trainer.n_training_docs == SPEC.n_docs - 300
+    assert trainer.state.docs_seen == 2 * (SPEC.n_docs - 300)
+    scores = [r["heldout_loglik"] for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
+              if r["heldout_loglik"] is not None]
+    assert len(scores) >= 4
+    # better than a uniform model over the vocabulary, and better at the end than after one minibatch
+    assert -np.log(SPEC.n_words) < scores[0] < scores[-1] < 0

@@ -28,14 +28,3 @@ def transpose_csr(indptr, indices, data, n_cols):
             fill[c] += 1
     return counts, out_indices, out_data
 
-
-@njit(cache=True)
-def row_cumsum(indptr, values):
-    """Running sums of values restarted at every row: out[p] = sum(values[indptr[r]:p + 1])."""
-    out = np.empty(values.shape[0], np.float64)
-    for r in range(indptr.shape[0] - 1):
-        total = 0.0
-        for p in range(indptr[r], indptr[r + 1]):
-            total += values[p]
-            out[p] = total
-    return out

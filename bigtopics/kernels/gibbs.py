@@ -23,7 +23,7 @@ O(min(row length, doc topics) + doc topics + log K), never O(K).
 
 The frozen view is the tuple (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing,
 smoothing_cumsum, slot_start, slots): row_coef_cumsum is the running sum of coef within each
-row, and (slot_start, slots) the per-row hash of build_row_index.
+row, and (slot_start, slots) the per-row hash of index_rows.
 """
 
 from __future__ import annotations
@@ -38,12 +38,14 @@ from .rng import next_uniform
 # contend on the shared arrays' counters).
 
 
-@njit(cache=True)
-def build_row_index(row_indptr, row_topics):
-    """Per row, an open-addressing hash of its topics, so a (word, topic) lookup is O(1).
+@njit(parallel=True)
+def index_rows(row_indptr, row_topics, row_coef):
+    """What a draw needs besides the rows themselves, built once per minibatch in parallel.
 
-    Row r owns slots [slot_start[r], slot_start[r + 1]), a power of two at least twice the row's
-    length; a slot holds the position j of an entry in the row arrays, or -1.
+    Returns (row_coef_cumsum, slot_start, slots): the running sum of coef within each row, and
+    per row an open-addressing hash of its topics so a (word, topic) lookup is O(1). Row r owns
+    slots [slot_start[r], slot_start[r + 1]), a power of two at least twice the row's length;
+    a slot holds the position j of an entry in the row arrays, or -1.
     """
     n_rows = row_indptr.shape[0] - 1
     slot_start = np.zeros(n_rows + 1, np.int64)
@@ -53,15 +55,19 @@ def build_row_index(row_indptr, row_topics):
             size *= 2
         slot_start[r + 1] = slot_start[r] + size
     slots = np.full(slot_start[n_rows], -1, np.int32)
-    for r in range(n_rows):
+    row_coef_cumsum = np.empty(row_coef.shape[0], np.float64)
+    for r in prange(n_rows):
         base = slot_start[r]
         mask = slot_start[r + 1] - base - 1
+        total = 0.0
         for j in range(row_indptr[r], row_indptr[r + 1]):
+            total += row_coef[j]
+            row_coef_cumsum[j] = total
             h = (row_topics[j] * 40503) & mask
             while slots[base + h] >= 0:
                 h = (h + 1) & mask
             slots[base + h] = j
-    return slot_start, slots
+    return row_coef_cumsum, slot_start, slots
 
 
 @njit(cache=True, inline="always")
@@ -91,14 +97,14 @@ def _first_above(cumulative, lo, hi, target):
 
 
 @njit(cache=True, inline="always")
-def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, row_indptr, row_topics, row_coef,
-               row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slots, shared_cum, shared_topic):
+def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, shared_cum, shared_topic):
     """Draw a topic for one token of word w from the four-bucket conditional, given u ~ U[0,1).
 
     n_dk, doc_topics[:n_doc_topics] and doc_mass (= sum n_dk smoothing) must already exclude
     the token being resampled. shared_cum / shared_topic are scratch of at least
     min(K, longest row) entries.
     """
+    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slots = frozen
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
     n_shared = 0
@@ -171,7 +177,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
     Scratch n_dk / topic_slot must be zero / -1 on entry and are left that way. Returns the
     number of pairs written to out_*.
     """
-    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slots = frozen
+    smoothing = frozen[4]
     state = seed
     n_doc_topics = 0
     doc_mass = 0.0
@@ -186,8 +192,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
         for _ in range(entry_counts[e]):
             state, u = next_uniform(state)
             k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
-                           row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum,
-                           slot_start, slots, shared_cum, shared_topic)
+                           frozen, shared_cum, shared_topic)
             z[i] = k
             n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
             doc_mass += smoothing[k]
@@ -208,8 +213,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
                 doc_mass -= smoothing[k]
                 state, u = next_uniform(state)
                 k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
-                               row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum,
-                           slot_start, slots, shared_cum, shared_topic)
+                               frozen, shared_cum, shared_topic)
                 z[i] = k
                 n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
                 doc_mass += smoothing[k]

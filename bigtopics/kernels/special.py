@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 
 @njit(cache=True)
@@ -24,10 +24,10 @@ def digamma(x: float) -> float:
     return result + math.log(x) - 0.5 / x - series
 
 
-@njit(cache=True)
+@njit(parallel=True)
 def exp_digamma_array(values: np.ndarray) -> np.ndarray:
-    """exp(psi(v)) elementwise (about v - 1/2 for large v, about e^{-gamma}... near 0 it is tiny)."""
+    """exp(psi(v)) elementwise (about v - 1/2 for large v, about 1/v near 0)."""
     out = np.empty(values.shape[0], np.float64)
-    for i in range(values.shape[0]):
+    for i in prange(values.shape[0]):
         out[i] = math.exp(digamma(values[i]))
     return out

@@ -11,7 +11,7 @@ algorithms.md section 1); the kernels never look at pi except where they are tol
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 EMPTY = -1
 MAX_LOAD = 0.7
@@ -229,7 +229,7 @@ def _sort_by_topic(topics, values, lo, hi):
         values[lo:hi] = values[order]
 
 
-@njit(cache=True)
+@njit(parallel=True)
 def gather_rows(words, scale, row_start, row_capacity, row_size, pool_topics, pool_values):
     """The given rows as CSR (indptr, topics ascending within a row, scale * M).
 
@@ -240,7 +240,7 @@ def gather_rows(words, scale, row_start, row_capacity, row_size, pool_topics, po
         indptr[j + 1] = indptr[j] + row_size[words[j]]
     out_topics = np.empty(indptr[-1], np.int32)
     out_values = np.empty(indptr[-1], np.float64)
-    for j in range(words.shape[0]):
+    for j in prange(words.shape[0]):
         word = words[j]
         p = indptr[j]
         start = row_start[word]
