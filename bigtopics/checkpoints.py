@@ -99,6 +99,10 @@ def save_checkpoint(run_dir, step: int, meta: dict, arrays: dict[str, np.ndarray
             os.fsync(f.fileno())
         os.replace(tmp, final)
         fsync_dir(folder)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, f"writing checkpoint {final} failed ({e.strerror or e}); "
+                               "the earlier checkpoints are intact") from e
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
