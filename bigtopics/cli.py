@@ -54,25 +54,48 @@ def main():
 @click.option("--min-df", type=int, default=2, show_default=True, help="Drop words in fewer documents.")
 @click.option("--max-df", type=float, default=0.5, show_default=True, help="Drop words in more than this fraction of documents.")
 @click.option("--max-vocab", type=int, default=1 << 16, show_default=True, help="Keep the N most frequent words (0: all).")
+@click.option("--vocabulary", "vocabulary_from", type=click.Path(exists=True, file_okay=False),
+              help="Use the vocabulary (same word ids) of this store, run directory or model.zarr, e.g. to infer "
+                   "new text with a trained model: other words are dropped, no pruning; the tokenizer options "
+                   "default to the ones it records.")
 @click.option("--skip-bad", is_flag=True, help="Skip (and count) malformed lines instead of stopping.")
 @click.option("--workers", type=int, default=0, help="Tokenizing processes (default: all cores).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store.")
 @click.option("--quiet", is_flag=True, help="No progress output and no summary.")
 @user_errors
 def ingest(inputs, output, fmt, text_field, id_field, bow_field, section_tokens, min_length, token_pattern, stoplist,
-           keep_case, min_df, max_df, max_vocab, skip_bad, workers, overwrite, quiet):
-    """Tokenize text files or directories INPUTS into a store for training."""
-    from .ingest import Pruning, ingest as run_ingest
+           keep_case, min_df, max_df, max_vocab, vocabulary_from, skip_bad, workers, overwrite, quiet):
+    """Tokenize text files or directories INPUTS into a store for training (or, with
+    --vocabulary, for inference with a model trained on another store)."""
+    from dataclasses import replace
+
+    from click.core import ParameterSource
+
+    from .ingest import Pruning, ingest as run_ingest, read_vocabulary
     from .readers import FormatOptions
     from .tokenizer import TokenizerSettings
 
+    context = click.get_current_context()
+    tokenizer_options = {"min_length": min_length, "token_pattern": token_pattern, "stoplist": stoplist,
+                         "keep_case": keep_case}
+    if vocabulary_from:
+        given = [f"--{name.replace('_', '-')}" for name in ("min_df", "max_df", "max_vocab")
+                 if context.get_parameter_source(name) != ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} cannot be used with --vocabulary: the vocabulary is fixed, "
+                                   "nothing is pruned")
+        vocabulary, pruning = read_vocabulary(vocabulary_from), None
+        tokenizer_options = {name: value for name, value in tokenizer_options.items()
+                             if context.get_parameter_source(name) != ParameterSource.DEFAULT}
+        tokenizer = replace(vocabulary.tokenizer, **tokenizer_options)  # its settings, unless overridden
+    else:
+        vocabulary, pruning = None, Pruning(min_df=min_df, max_df=max_df, max_vocab=max_vocab or None)
+        tokenizer = TokenizerSettings(**tokenizer_options)
     report = run_ingest(
-        list(inputs), output,
-        tokenizer=TokenizerSettings(min_length=min_length, token_pattern=token_pattern, stoplist=stoplist,
-                                    keep_case=keep_case),
+        list(inputs), output, tokenizer=tokenizer,
         formats=FormatOptions(format=fmt, text_field=text_field, id_field=id_field, bow_field=bow_field,
                               skip_bad=skip_bad),
-        pruning=Pruning(min_df=min_df, max_df=max_df, max_vocab=max_vocab or None),
+        pruning=pruning, vocabulary=vocabulary,
         section_tokens=section_tokens, workers=workers, overwrite=overwrite, quiet=quiet,
     )
     if not quiet:

@@ -9,7 +9,9 @@ One tokenizing pass, parallel over worker processes; memory is bounded by the vo
    worker writes out its vocabulary.
 2. The main process merges the vocabularies, prunes them (min_df, max_df, max_vocab), orders the
    kept words by frequency (ties by the word, so the result is deterministic) and builds a
-   local -> final id map per worker.
+   local -> final id map per worker. With a fixed vocabulary (`vocabulary=`, a store, run or
+   model, for new text to infer with a trained model) the final ids are instead the word's ids
+   in that vocabulary: words outside it are dropped and counted, and nothing is pruned.
 3. It streams the spilled units in input order: remap, drop pruned words, sort each row by word
    id, drop documents left empty, and append to a StoreWriter, which publishes atomically.
 
@@ -38,9 +40,10 @@ from numcodecs import Blosc
 from .atomic import temporary_sibling
 from .kernels.tokens import count_rows, remap_rows
 from .memory import budget_bytes, format_bytes, peak_rss_bytes
+from .model import MODEL_NAME, load_model
 from .progress import Progress
 from .readers import FormatOptions, InputError, InputReader, Unit, parse_unit
-from .store import DEFAULT_ENTRIES_PER_CHUNK, Store, StoreWriter, count_dtype_for, index_dtype_for
+from .store import DEFAULT_ENTRIES_PER_CHUNK, Store, StoreError, StoreWriter, count_dtype_for, index_dtype_for, open_store
 from .tokenizer import Tokenizer, TokenizerSettings
 
 SPILL_CODEC = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE)  # temporary files: speed over size
@@ -59,6 +62,16 @@ class Pruning:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class FixedVocabulary:
+    """The vocabulary of an existing store or model (word id = list position) and the tokenizer
+    settings it was made with (the defaults if it records none, e.g. a synthetic store)."""
+
+    source: str
+    words: list[str]
+    tokenizer: TokenizerSettings
+
+
 @dataclass
 class IngestReport:
     """What an ingest read, dropped and wrote; `summary()` is printed at the end."""
@@ -69,6 +82,7 @@ class IngestReport:
     stats: Counter = field(default_factory=Counter)
     pruned: dict = field(default_factory=dict)  # rule -> (words, tokens)
     pruning: Pruning = field(default_factory=Pruning)
+    vocabulary_from: str | None = None
     n_docs: int = 0
     n_words: int = 0
     n_tokens: int = 0
@@ -90,6 +104,11 @@ class IngestReport:
             f"dropped: {s['empty_docs_dropped']:,} empty documents, {s['binary_files_skipped']:,} binary-looking files, "
             f"{s['bad_lines_skipped']:,} bad lines skipped; {s['invalid_utf8_docs']:,} documents had invalid UTF-8 (replaced)",
         ]
+        if self.vocabulary_from:
+            words, tokens = self.pruned["out_of_vocabulary"]
+            lines.append(f"vocabulary of {self.vocabulary_from}: {words:,} words ({tokens:,} tokens) out of it dropped; "
+                         f"stop words removed {s['stop_tokens']:,} tokens")
+            return "\n".join(lines)
         p = self.pruning
         rules = {"zero": "stop words", "min_df": f"min-df {p.min_df}", "max_df": f"max-df {p.max_df}",
                  "max_vocab": f"max-vocab {p.max_vocab}"}
@@ -238,9 +257,10 @@ def ingest(
     inputs,
     output,
     *,
-    tokenizer: TokenizerSettings = TokenizerSettings(),
+    tokenizer: TokenizerSettings | None = None,
     formats: FormatOptions = FormatOptions(),
-    pruning: Pruning = Pruning(),
+    pruning: Pruning | None = None,
+    vocabulary: str | os.PathLike | FixedVocabulary | None = None,
     section_tokens: int | None = None,
     workers: int = 0,
     overwrite: bool = False,
@@ -250,18 +270,30 @@ def ingest(
 ) -> IngestReport:
     """Read `inputs` (files or directories) and write the store `output`; see the module doc.
 
+    `vocabulary` (a store, a run directory, a model.zarr, or read_vocabulary's result) fixes the
+    store's vocabulary, ids included; then `tokenizer` defaults to the one it records and
+    `pruning` must not be given. Without it, `tokenizer` and `pruning` default to
+    TokenizerSettings() and Pruning().
     `unit_bytes` (input per work unit) defaults to a size that fits the memory available."""
     started = time.monotonic()
     output = Path(output)
     log = log or (lambda msg: print(msg, file=sys.stderr))
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    if vocabulary is not None:
+        if pruning is not None:
+            raise ValueError("pruning (--min-df, --max-df, --max-vocab) does not apply with a fixed --vocabulary")
+        if not isinstance(vocabulary, FixedVocabulary):
+            vocabulary = read_vocabulary(vocabulary)
+        tokenizer = tokenizer or vocabulary.tokenizer
+    tokenizer, pruning = tokenizer or TokenizerSettings(), pruning or Pruning()
     _check_settings(output, tokenizer, formats, pruning, section_tokens, overwrite)
     # A worker holds a few copies of its unit (bytes, str, code points, ids); the queue holds two per worker.
     unit_bytes = unit_bytes or int(min(max(budget_bytes() // (16 * ((os.cpu_count() or 1) + 1)), 1 << 20), 8 << 20))
     reader = InputReader(inputs, formats, unit_bytes, warn=log)
     # By default, start a process per core, but only when there are several units of work for them.
     n_workers = workers or max(1, min(os.cpu_count() or 1, reader.total_bytes // SMALL_INPUT_BYTES))
-    report = IngestReport(output, n_files=len(reader.files), input_bytes=reader.total_bytes, pruning=pruning)
+    report = IngestReport(output, n_files=len(reader.files), input_bytes=reader.total_bytes, pruning=pruning,
+                          vocabulary_from=vocabulary and vocabulary.source)
     spill_dir = temporary_sibling(output, "spill")
     spill_dir.mkdir(parents=True)
     try:
@@ -272,17 +304,24 @@ def ingest(
             report.stats.update(s["stats"])
         report.stats["binary_files_skipped"] = len(reader.skipped_binary)
         words, term_counts, doc_freqs, local_to_merged = _merge_vocabularies(vocab_files)
-        n_docs_before = sum(s["nonempty_rows"] for s in summaries)
-        new_id, report.pruned = prune(words, term_counts, doc_freqs, n_docs_before, pruning)
+        if vocabulary is None:
+            n_docs_before = sum(s["nonempty_rows"] for s in summaries)
+            new_id, report.pruned = prune(words, term_counts, doc_freqs, n_docs_before, pruning)
+            kept = np.flatnonzero(new_id >= 0)
+            final_words = [words[i] for i in kept[np.argsort(new_id[kept])]]
+        else:
+            new_id, report.pruned = fixed_ids(words, term_counts, vocabulary.words)
+            final_words = vocabulary.words
         kept = np.flatnonzero(new_id >= 0)
-        order = kept[np.argsort(new_id[kept])]
+        final_counts, final_dfs = np.zeros((2, len(final_words)), np.int64)  # zero for words never seen
+        final_counts[new_id[kept]], final_dfs[new_id[kept]] = term_counts[kept], doc_freqs[kept]
         remaps = {w: new_id[m] for w, m in local_to_merged.items()}
         settings = {
             "tokenizer": tokenizer.to_dict(), "input": formats.to_dict() | {"section_tokens": section_tokens},
-            "pruning": pruning.to_dict(), "inputs": [str(i) for i in inputs],
-        }
+            "pruning": None if vocabulary else pruning.to_dict(), "inputs": [str(i) for i in inputs],
+        } | ({"vocabulary_from": vocabulary.source} if vocabulary else {})
         report.phase_seconds["merge"] = time.monotonic() - started - report.phase_seconds["tokenize"]
-        _write_store(output, summaries, remaps, [words[i] for i in order], term_counts[order], doc_freqs[order],
+        _write_store(output, summaries, remaps, final_words, final_counts, final_dfs,
                      spill_dir, settings, overwrite, quiet, report)
     finally:
         shutil.rmtree(spill_dir, ignore_errors=True)
@@ -429,6 +468,44 @@ def prune(words: list[str], term_counts: np.ndarray, doc_freqs: np.ndarray, n_do
     new_id = np.full(len(words), -1, np.int64)
     new_id[survivors[:limit]] = np.arange(min(limit, len(survivors)))
     return new_id, pruned
+
+
+def fixed_ids(words: list[str], term_counts: np.ndarray, vocabulary: list[str]):
+    """(new_id, pruned): new_id[w] is word w's id in the fixed `vocabulary` or -1; pruned maps
+    "out_of_vocabulary" to the (words, tokens) outside it."""
+    index = {word: i for i, word in enumerate(vocabulary)}
+    new_id = np.fromiter((index.get(word, -1) for word in words), np.int64, count=len(words))
+    outside = (new_id < 0) & (term_counts > 0)  # stop words have no tokens left to drop
+    return new_id, {"out_of_vocabulary": (int(outside.sum()), int(term_counts[outside].sum()))}
+
+
+def read_vocabulary(source: str | os.PathLike) -> FixedVocabulary:
+    """The vocabulary and tokenizer settings of a store, a run directory or a model.zarr.
+
+    A run is read through the store its settings.json names (that store records the tokenizer;
+    a model records only the training settings and its store's fingerprint), or through its
+    model if that store is gone."""
+    from .trainer import SETTINGS_NAME  # here: ingest workers need no trainer
+
+    path = Path(source)
+    if (path / SETTINGS_NAME).is_file():
+        store_path = Path(json.loads((path / SETTINGS_NAME).read_text())["store"])
+        if (store_path / "zarr.json").exists():
+            return read_vocabulary(store_path)
+        if not (path / MODEL_NAME / "zarr.json").exists():
+            raise StoreError(f"--vocabulary {source}: the run's store {store_path} is gone and the run has no model yet")
+        path = path / MODEL_NAME
+    if not (path / "zarr.json").exists():
+        raise StoreError(f"--vocabulary {source} is not a store, a run directory or a model.zarr "
+                         f"(it has no zarr.json or {SETTINGS_NAME})")
+    if "model_format_version" in json.loads((path / "zarr.json").read_text()).get("attributes", {}):
+        model = load_model(path)
+        words, recorded = model.vocab, model.attrs.get("store_fingerprint", {}).get("settings") or {}
+    else:
+        store = open_store(path)
+        words, recorded = store.vocab, store.settings
+    tokenizer = TokenizerSettings(**recorded["tokenizer"]) if "tokenizer" in recorded else TokenizerSettings()
+    return FixedVocabulary(str(path.resolve()), [str(w) for w in words], tokenizer)
 
 
 def _write_store(output, summaries, remaps, vocab, term_counts, doc_freqs, spill_dir, settings, overwrite, quiet,
