@@ -146,6 +146,8 @@ def read_checkpoint_meta(path) -> dict:
         if len(head) < len(MAGIC) + 8 or not head.startswith(MAGIC):
             raise CheckpointError(f"{path}: not a bigtopics checkpoint, or truncated")
         (manifest_len,) = struct.unpack("<Q", head[len(MAGIC):])
+        if manifest_len > os.fstat(f.fileno()).st_size:
+            raise CheckpointError(f"{path}: damaged header")
         try:
             return json.loads(f.read(manifest_len))["meta"]
         except ValueError as e:
@@ -162,5 +164,9 @@ def load_latest_checkpoint(run_dir) -> tuple[dict, dict[str, np.ndarray], Checkp
             meta, arrays = read_checkpoint(info.path)
             return meta, arrays, info
         except CheckpointError as e:
-            warnings.warn(f"{e}; falling back to the previous checkpoint", stacklevel=2)
+            # renamed out of the way, so retention never counts it as the newest checkpoint
+            quarantined = info.path.with_name(info.path.name + ".damaged")
+            os.replace(info.path, quarantined)
+            warnings.warn(f"{e}; kept as {quarantined.name}; falling back to the previous checkpoint",
+                          stacklevel=2)
     raise CheckpointError(f"none of the {len(candidates)} checkpoints in {checkpoint_dir(run_dir)} is readable")

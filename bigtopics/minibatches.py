@@ -110,15 +110,18 @@ def read_documents(store: Store, doc_numbers: np.ndarray) -> Minibatch:
     that holds any of them once."""
     doc_numbers = np.asarray(doc_numbers, np.int64)
     step = store.docs_per_block
+    blocks = doc_numbers // step
+    bounds = np.concatenate([np.flatnonzero(np.diff(blocks, prepend=-1)), [len(blocks)]])
     parts = []
-    for block in np.unique(doc_numbers // step):
-        wanted = doc_numbers[doc_numbers // step == block]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        block = blocks[lo]
         rows = store.read_docs(block * step, (block + 1) * step)
-        parts.append(Minibatch(wanted, *gather_rows(rows.indptr, rows.indices, rows.data, wanted - block * step)))
-    batch = Minibatch(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    for part in parts:
-        batch = _concat(batch, part)
-    return batch
+        parts.append(gather_rows(rows.indptr, rows.indices, rows.data, doc_numbers[lo:hi] - block * step))
+    offsets = np.cumsum([0] + [len(p[1]) for p in parts])
+    indptr = np.concatenate([[0]] + [p[0][1:] + o for p, o in zip(parts, offsets)]).astype(np.int64)
+    words = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    counts = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
+    return Minibatch(doc_numbers, indptr, words, counts)
 
 
 def _unread(n_docs: int) -> Minibatch:

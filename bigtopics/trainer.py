@@ -90,19 +90,20 @@ class TrainSettings:
             (self.workers >= 0, "workers must be non-negative"),
             (self.keep_checkpoints >= 1, "keep at least one checkpoint"),
             (self.heldout >= 0, "the number of held-out documents must be non-negative"),
+            (0 <= self.seed < 2**63, f"the seed must be an integer in [0, 2**63) (got {self.seed})"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
         parse_interval(self.checkpoint_every)
-        parse_interval(self.heldout_every)
+        parse_interval(self.heldout_every, "held-out interval")
 
     @property
     def n_workers(self) -> int:
         return self.workers or os.cpu_count() or 1
 
 
-def parse_interval(text: str) -> tuple[int | None, float | None]:
+def parse_interval(text: str, what: str = "checkpoint interval") -> tuple[int | None, float | None]:
     """'200' -> (200 minibatches, None); '30m', '2h', '90s' -> (None, seconds)."""
     text = str(text).strip().lower()
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -115,7 +116,7 @@ def parse_interval(text: str) -> tuple[int | None, float | None]:
             return int(text), None
     except ValueError:
         pass
-    raise ValueError(f"checkpoint interval {text!r}: give a number of minibatches (200) or a duration (30m, 2h)")
+    raise ValueError(f"{what} {text!r}: give a number of minibatches (200) or a duration (30m, 2h)")
 
 
 def heldout_documents(n_docs: int, n_heldout: int, seed: int) -> np.ndarray:
@@ -146,8 +147,6 @@ class RunState:
 
 def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> None:
     """Refuse, before any work, a run whose table cannot fit on the disk that holds it."""
-    if store.n_docs == 0 or store.n_tokens == 0:
-        raise ValueError(f"{store.path} holds no documents: nothing to train on")
     # The table cannot hold more entries than K x V, nor (much) more than the corpus's distinct
     # (document, word) pairs times the topics a word takes in a document.
     entries = min(settings.n_topics * store.n_words, store.nnz * min(settings.n_topics, 4))
@@ -178,7 +177,9 @@ class Trainer:
         self.quiet = quiet
         self.report_seconds = report_seconds
         self.snapshot_seconds = snapshot_seconds
-        if settings.heldout >= self.store.n_docs:
+        if self.store.n_docs == 0 or self.store.n_tokens == 0:
+            raise ValueError(f"{self.store.path} holds no documents: nothing to train on")
+        if settings.heldout and settings.heldout >= self.store.n_docs:
             raise ValueError(f"cannot hold out {settings.heldout} of the store's {self.store.n_docs} documents")
         self.heldout_docs = heldout_documents(self.store.n_docs, settings.heldout, settings.seed)
         self.stream = MinibatchStream(self.store, settings.batch_size, settings.seed, settings.window_blocks,
@@ -190,6 +191,8 @@ class Trainer:
         self.table: TopicWordTable | None = None
         self.resumed_from: CheckpointInfo | None = None
         self.stop_signal: int | None = None
+        self.last_checkpoint_step: int | None = None
+        self.lock = RunLock(self.run_dir)
 
     @classmethod
     def resume(cls, run_dir, *, quiet: bool = False, options: dict | None = None, **changes) -> "Trainer":
@@ -219,11 +222,13 @@ class Trainer:
         if trainer.store.fingerprint() != record["store_fingerprint"]:
             raise ValueError(f"the store at {store_path} changed since {run_dir} started "
                              "(different documents, vocabulary or settings); resuming would mix corpora")
+        trainer.lock.acquire()
         meta, arrays, info = load_latest_checkpoint(run_dir)
         trainer.table = TopicWordTable.from_state(
             {**arrays, **meta["table_scalars"]}, directory=_fresh_dir(run_dir / TABLE_DIR))
         trainer.state = RunState(**meta["state"])
         trainer.resumed_from = info
+        trainer.last_checkpoint_step = trainer.state.step
         trainer._truncate_metrics(trainer.state.step)
         trainer._write_settings()
         return trainer
@@ -236,6 +241,7 @@ class Trainer:
                                       "--overwrite to start afresh)")
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.lock.acquire()
         check_resources(self.store, self.settings, self.run_dir)
         self._write_settings()
 
@@ -256,8 +262,7 @@ class Trainer:
         """Drop metrics logged after the checkpoint we resume from (they will be logged again)."""
         path = self.run_dir / METRICS_NAME
         if path.exists():
-            kept = [line for line in path.read_text().splitlines()
-                    if line.strip() and json.loads(line)["minibatch"] <= step]
+            kept = [json.dumps(r) for r in read_metrics(path) if r["minibatch"] <= step]
             atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
 
     def write_model(self) -> Path:
@@ -275,6 +280,7 @@ class Trainer:
         )
 
     def write_checkpoint(self) -> Path:
+        self.last_checkpoint_step = self.state.step
         state = self.table.state()
         arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
         scalars = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in state.items() if k not in arrays}
@@ -286,24 +292,29 @@ class Trainer:
     def run(self, overwrite: bool = False) -> Path:
         """Train to the stopping rule (or a stop signal); returns the model's path."""
         s = self.settings
-        if self.table is None:
-            self._start_run_dir(overwrite)
-            self.table = TopicWordTable(s.n_topics, self.store.n_words,
-                                        directory=_fresh_dir(self.run_dir / TABLE_DIR))
-            self.table.drop_below = s.drop_below
-            self.table.reset_below = s.reset_below
-        numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
-        progress = Progress("train", total=self.docs_limit(), unit="docs", quiet=self.quiet, postfix=self._postfix)
-        progress.count = self.state.docs_seen
-        try:
-            with _StopOnSignal(self):
+        with _StopOnSignal(self):
+            if self.table is None:
+                self._start_run_dir(overwrite)
+                self.table = TopicWordTable(s.n_topics, self.store.n_words,
+                                            directory=_fresh_dir(self.run_dir / TABLE_DIR))
+                self.table.drop_below = s.drop_below
+                self.table.reset_below = s.reset_below
+                self.write_checkpoint()  # so a run killed before its first interval can still resume
+            numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
+            progress = Progress("train", total=self.docs_limit(), unit="docs", quiet=self.quiet,
+                                postfix=self._postfix)
+            progress.count = self.state.docs_seen
+            try:
                 self._loop(progress)
-        finally:
-            progress.close()
-        self.write_checkpoint()
+            finally:
+                progress.close()
+            if self.last_checkpoint_step != self.state.step:
+                self.write_checkpoint()
+        path = self.run_dir / MODEL_NAME
         if self.stop_signal is None:
             self._log_metrics(self._metrics_record(final=True, heldout=self.heldout_score() if s.heldout else None))
-        path = self.write_model()
+            path = self.write_model()
+        self.lock.release()
         return path
 
     def docs_limit(self) -> int:
@@ -314,7 +325,7 @@ class Trainer:
     def _loop(self, progress: Progress) -> None:
         s, st = self.settings, self.state
         every_batches, every_seconds = parse_interval(s.checkpoint_every)
-        score_batches, score_seconds = parse_interval(s.heldout_every)
+        score_batches, score_seconds = parse_interval(s.heldout_every, "held-out interval")
         clock = time.monotonic()
         seconds_before = st.seconds
         last_report = last_snapshot = last_checkpoint = last_score = clock
@@ -410,6 +421,31 @@ class Trainer:
         return out
 
 
+class RunLock:
+    """An exclusive lock on a run directory, so two trainers never share one (a second
+    `--resume` while the first still runs would delete the first's memory-mapped table)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / ".lock"
+        self.handle = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        self.handle = open(self.path, "w")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.close()
+            self.handle = None
+            raise FileExistsError(f"{self.path.parent} is in use by another bigtopics train process") from None
+
+    def release(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+
 class _StopOnSignal:
     """First Ctrl-C or SIGTERM: finish the minibatch, checkpoint, stop. A second: exit at once."""
 
@@ -440,6 +476,17 @@ def _fresh_dir(path: Path) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     return path
+
+
+def read_metrics(path) -> list[dict]:
+    """The records of a metrics log; a line torn by a crash (partial, or zeros) is skipped."""
+    records = []
+    for line in Path(path).read_text(errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return [r for r in records if isinstance(r, dict) and "minibatch" in r]
 
 
 def _read_settings(run_dir: Path) -> dict:
@@ -479,9 +526,9 @@ def describe_run(run_dir) -> str:
             lines.append(f"  progress         unknown: {e}")
     metrics = run_dir / METRICS_NAME
     if metrics.exists():
-        last = [line for line in metrics.read_text().splitlines() if line.strip()]
-        if last:
-            m = json.loads(last[-1])
+        records = read_metrics(metrics)
+        if records:
+            m = records[-1]
             lines.append(f"  last report      minibatch {m['minibatch']:,}: {m['tokens_per_s']:,.0f} tokens/s, "
                          f"table {m['table_entries']:,} entries, {m['table_resets']} resets, "
                          f"mass dropped {m['mass_dropped']:.4g}, peak memory {format_bytes(m['peak_rss_bytes'])}"

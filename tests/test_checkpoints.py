@@ -52,6 +52,10 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, damage)
         meta, got, info = load_latest_checkpoint(tmp_path)
     assert meta["step"] == 1 and info.step == 1
     np.testing.assert_array_equal(got["values"], arrays(1)["values"])
+    # the damaged file is kept aside, so retention never mistakes it for the newest checkpoint
+    assert (tmp_path / "checkpoints" / "step-000000000002.ckpt.damaged").exists()
+    save_checkpoint(tmp_path, 3, {"step": 3}, arrays(3), keep=1)
+    assert [c.step for c in list_checkpoints(tmp_path)] == [3]
 
 
 def test_no_readable_checkpoint_is_a_clear_error(tmp_path):

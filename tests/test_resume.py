@@ -72,6 +72,31 @@ def test_resuming_from_an_older_checkpoint_after_damage_gives_the_same_model(cor
     assert_same_model(run, uninterrupted)
 
 
+def test_a_run_resumes_from_its_first_checkpoint_written_before_any_minibatch(corpus, tmp_path, uninterrupted):
+    run = tmp_path / "run"
+    train(corpus, run, TrainSettings(**(SETTINGS | {"max_docs": 500, "keep_checkpoints": 100})), quiet=True)
+    for info in list_checkpoints(run)[1:]:
+        info.path.unlink()
+    assert [c.step for c in list_checkpoints(run)] == [0]
+    with open(run / "metrics.jsonl", "ab") as f:
+        f.write(b'{"minibatch": 9, "epo' + b"\0" * 40)  # a line torn by a power cut
+    resume(run, quiet=True, max_docs=10**9)
+    assert_same_model(run, uninterrupted)
+
+
+def test_two_trainers_never_share_a_run_directory(corpus, tmp_path):
+    from bigtopics.trainer import RunLock
+
+    run = tmp_path / "run"
+    train(corpus, run, TrainSettings(**(SETTINGS | {"max_docs": 200})), quiet=True)
+    holder = RunLock(run)
+    holder.acquire()
+    with pytest.raises(FileExistsError, match="in use by another"):
+        Trainer.resume(run, quiet=True, max_docs=400)
+    holder.release()
+    Trainer.resume(run, quiet=True, max_docs=400).run()
+
+
 def test_more_epochs_continue_the_same_run(corpus, tmp_path):
     one = tmp_path / "one"
     train(corpus, one, TrainSettings(**(SETTINGS | {"epochs": 1})), quiet=True)
@@ -152,7 +177,7 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_model(corpus, tmp_
 def test_ctrl_c_checkpoints_and_tells_how_to_resume(corpus, tmp_path, uninterrupted):
     run = tmp_path / "run"
     process = start_training(corpus, run)
-    wait_for(lambda: len(list_checkpoints(run)) >= 1, process)
+    wait_for(lambda: list_checkpoints(run) and list_checkpoints(run)[-1].step >= 1, process)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err

@@ -21,7 +21,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .gibbs import _add_token, _lookup, draw_topic
+from .gibbs import _add_token, _lookup, document_scratch, draw_topic
 from .rng import next_uniform
 
 
@@ -120,16 +120,11 @@ def left_to_right_batch(doc_indptr, entry_words, entry_counts, doc_seeds, worker
     and its scratch, and every document its own random stream (results do not depend on the
     number of workers)."""
     n_topics = frozen[4].shape[0]
-    scratch = max(1, min(max_row, n_topics))
     for worker in prange(worker_bounds.shape[0] - 1):
-        n_dk = np.zeros(n_topics, np.int32)
-        doc_topics = np.zeros(n_topics, np.int32)
-        topic_slot = np.full(n_topics, -1, np.int32)
+        n_dk, doc_topics, topic_slot, shared_cum, shared_topic = document_scratch(n_topics, max_row)
         tokens = np.zeros(max_doc_tokens, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
         p_token = np.zeros(max_doc_tokens, np.float64)
-        shared_cum = np.zeros(scratch, np.float64)
-        shared_topic = np.zeros(scratch, np.int32)
         for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
             lo, hi = doc_indptr[d], doc_indptr[d + 1]
             n = 0

@@ -164,6 +164,28 @@ def _add_token(k, delta, n_dk, doc_topics, topic_slot, n_doc_topics):
     return n_doc_topics
 
 
+@njit(cache=True, inline="always")
+def _draw_and_count(state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics, doc_mass, frozen,
+                    shared_cum, shared_topic):
+    """Draw a topic for a token of word w (not counted in n_dk) and count it.
+
+    Returns (state, topic, n_doc_topics, doc_mass).
+    """
+    state, u = next_uniform(state)
+    k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, shared_cum, shared_topic)
+    n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
+    return state, k, n_doc_topics, doc_mass + frozen[4][k]
+
+
+@njit(cache=True)
+def document_scratch(n_topics, max_row):
+    """Per-worker state of the document being sampled: (n_dk, doc_topics, topic_slot,
+    shared_cum, shared_topic), clean (n_dk = 0, topic_slot = -1)."""
+    scratch = max(1, min(max_row, n_topics))
+    return (np.zeros(n_topics, np.int32), np.zeros(n_topics, np.int32), np.full(n_topics, -1, np.int32),
+            np.zeros(scratch, np.float64), np.zeros(scratch, np.int32))
+
+
 @njit(cache=True)
 def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, frozen,
                     n_dk, doc_topics, topic_slot, z, z_saved, shared_cum, shared_topic, tally,
@@ -190,12 +212,9 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
     for e in range(entry_words.shape[0]):
         w = entry_words[e]
         for _ in range(entry_counts[e]):
-            state, u = next_uniform(state)
-            k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
-                           frozen, shared_cum, shared_topic)
-            z[i] = k
-            n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
-            doc_mass += smoothing[k]
+            state, z[i], n_doc_topics, doc_mass = _draw_and_count(
+                state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics, doc_mass, frozen,
+                shared_cum, shared_topic)
             i += 1
 
     for sweep in range(burnin + samples):
@@ -208,15 +227,11 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
         for e in range(entry_words.shape[0]):
             w = entry_words[e]
             for _ in range(entry_counts[e]):
-                k = z[i]
-                n_doc_topics = _add_token(k, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
-                doc_mass -= smoothing[k]
-                state, u = next_uniform(state)
-                k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
-                               frozen, shared_cum, shared_topic)
-                z[i] = k
-                n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
-                doc_mass += smoothing[k]
+                n_doc_topics = _add_token(z[i], -1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                doc_mass -= smoothing[z[i]]
+                state, z[i], n_doc_topics, doc_mass = _draw_and_count(
+                    state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics, doc_mass, frozen,
+                    shared_cum, shared_topic)
                 i += 1
         if sweep >= burnin:
             z_saved[(sweep - burnin) * n_tokens:(sweep - burnin + 1) * n_tokens] = z[:n_tokens]
@@ -261,16 +276,11 @@ def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_s
     depend on the number of workers.
     """
     n_topics = frozen[4].shape[0]
-    scratch = max(1, min(max_row, n_topics))
     for worker in prange(worker_bounds.shape[0] - 1):
-        n_dk = np.zeros(n_topics, np.int32)
-        doc_topics = np.zeros(n_topics, np.int32)
-        topic_slot = np.full(n_topics, -1, np.int32)
+        n_dk, doc_topics, topic_slot, shared_cum, shared_topic = document_scratch(n_topics, max_row)
         tally = np.zeros(n_topics, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
         z_saved = np.zeros(max_doc_tokens * samples, np.int32)
-        shared_cum = np.zeros(scratch, np.float64)
-        shared_topic = np.zeros(scratch, np.int32)
         for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
             lo, hi = doc_indptr[d], doc_indptr[d + 1]
             base = token_starts[d] * samples
