@@ -68,8 +68,8 @@ def heldout_loglik(source, batch: Minibatch, *, alpha: float, eta: float, seed: 
 def _left_to_right(source, batch, alpha, eta, seed, particles, resample, n_workers) -> float:
     if batch.n_tokens == 0:
         return 0.0
-    frozen = frozen_point_estimates(source, np.unique(batch.words), eta)
-    local_words = np.searchsorted(frozen.words, batch.words).astype(np.int32)
+    frozen = frozen_point_estimates(source, batch.distinct_words(), eta)
+    local_words = frozen.local_ids(batch.words)
     counts = np.asarray(batch.counts, np.int32)
     token_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])[batch.indptr]
     bounds = np.searchsorted(token_starts, np.linspace(0, token_starts[-1], n_workers + 1)[1:-1])
@@ -120,8 +120,8 @@ def _completion(source, batch, alpha, eta, seed, fraction, burnin, samples, n_wo
     fit = fit_topic_counts(source, observed, alpha=alpha, eta=eta,
                            seeds=observed.doc_seeds(seed, COMPLETION_STREAM), burnin=burnin, samples=samples,
                            n_workers=n_workers)
-    frozen = frozen_point_estimates(source, np.unique(held.words), eta)
-    local_words = np.searchsorted(frozen.words, held.words).astype(np.int32)
+    frozen = frozen_point_estimates(source, held.distinct_words(), eta)
+    local_words = frozen.local_ids(held.words)
     per_doc = completion_loglik(held.indptr, local_words, np.asarray(held.counts, np.int64), fit[0],
                                 fit[1].astype(np.int32), fit[2], float(alpha), frozen.kernel_view())
     return float(per_doc.sum()), held.n_tokens

@@ -112,7 +112,7 @@ def block_minibatch(block: CSRBlock) -> Minibatch:
 def fit_topic_counts(source, batch: Minibatch, *, alpha: float, eta: float, seeds: np.ndarray, burnin: int,
                      samples: int, n_workers: int = 1):
     """Gibbs-sample the batch's documents with the topics fixed; document_topic_counts CSR."""
-    frozen = frozen_point_estimates(source, np.unique(batch.words), eta)
+    frozen = frozen_point_estimates(source, batch.distinct_words(), eta)
     tallies = gibbs_sample(batch, frozen, seeds, alpha=alpha, burnin=burnin, samples=samples, n_workers=n_workers)
     return document_topic_counts(tallies, batch.n_docs, len(frozen.smoothing))
 

@@ -36,6 +36,12 @@ class Minibatch:
     def n_tokens(self) -> int:
         return int(self.counts.sum(dtype=np.int64))
 
+    def distinct_words(self) -> np.ndarray:
+        """The batch's word ids, each once, ascending (O(entries + largest id), no sort)."""
+        if len(self.words) == 0:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(np.bincount(self.words)).astype(np.int64)
+
     def doc_seeds(self, seed: int, epoch: int) -> np.ndarray:
         """One random stream per document, fixed by (seed, epoch, document number)."""
         return stream_seeds(np.uint64(seed), np.uint64(epoch), self.doc_numbers.astype(np.uint64))
@@ -94,6 +100,14 @@ class FrozenTopics:
     def n_topics(self) -> int:
         return len(self.smoothing)
 
+    def local_ids(self, words: np.ndarray) -> np.ndarray:
+        """The row of each of the given word ids (all must be among `self.words`), as int32."""
+        if len(self.words) == 0:
+            return np.zeros(len(words), np.int32)
+        row_of = np.zeros(int(self.words[-1]) + 1, np.int32)
+        row_of[self.words] = np.arange(len(self.words), dtype=np.int32)
+        return row_of[words]
+
 
 @dataclass
 class DocumentTallies:
@@ -128,7 +142,7 @@ def gibbs_sample(
     """
     if samples < 1:
         raise ValueError("samples must be at least 1")
-    local_words = np.searchsorted(frozen.words, batch.words).astype(np.int32)
+    local_words = frozen.local_ids(batch.words)
     counts = np.asarray(batch.counts, np.int32)
     entry_tokens = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
     token_starts = entry_tokens[batch.indptr]

@@ -375,7 +375,7 @@ class Trainer:
     def step(self, batch, epoch: int) -> None:
         """One minibatch: freeze, local step, global step."""
         s, st = self.settings, self.state
-        frozen = FrozenTopics.from_table(self.table, np.unique(batch.words), s.eta)
+        frozen = FrozenTopics.from_table(self.table, batch.distinct_words(), s.eta)
         stats = gibbs_local_step(batch, frozen, batch.doc_seeds(s.seed, epoch), alpha=s.alpha,
                                  burnin=s.burnin, samples=s.samples, n_workers=s.n_workers)
         st.step += 1
