@@ -58,8 +58,9 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
 def publish_dir(tmp: Path, final: Path, overwrite: bool) -> None:
     """Move a finished directory tmp to final after flushing it to disk.
 
-    With overwrite, an existing final is swapped out first and deleted only after the new one is
-    in place, so a crash in between leaves either the old or the new directory under final.
+    With overwrite, an existing final is renamed aside first and deleted only after the new one
+    is in place: a crash between the two renames leaves no directory under final, but the old
+    one intact under its hidden ".old" name, and nothing half-written under final.
     """
     tmp, final = Path(tmp), Path(final)
     fsync_tree(tmp)

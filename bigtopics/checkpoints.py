@@ -48,6 +48,14 @@ def checkpoint_dir(run_dir) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR
 
 
+def remove_temporaries(run_dir) -> None:
+    """Delete what an interrupted checkpoint write left behind (hidden temporary files)."""
+    folder = checkpoint_dir(run_dir)
+    if folder.is_dir():
+        for leftover in folder.glob(".step-*.ckpt.tmp-*"):
+            leftover.unlink(missing_ok=True)
+
+
 def list_checkpoints(run_dir) -> list[CheckpointInfo]:
     """The checkpoints of a run, oldest first."""
     folder = checkpoint_dir(run_dir)
@@ -120,22 +128,25 @@ def read_checkpoint(path) -> tuple[dict, dict[str, np.ndarray]]:
         raise CheckpointError(f"{path}: cannot be read ({e})") from e
     if len(payload) < len(MAGIC) + 8 + 32 or not payload.startswith(MAGIC):
         raise CheckpointError(f"{path}: not a bigtopics checkpoint, or truncated")
-    body, trailer = payload[:-32], payload[-32:]
-    if hashlib.sha256(body).digest() != trailer:
+    body = memoryview(payload)[:-32]  # views, not copies: a checkpoint can be gigabytes
+    if hashlib.sha256(body).digest() != payload[-32:]:
         raise CheckpointError(f"{path}: checksum mismatch (the file is truncated or corrupted)")
     (manifest_len,) = struct.unpack("<Q", body[len(MAGIC) : len(MAGIC) + 8])
     offset = len(MAGIC) + 8
-    manifest = json.loads(body[offset : offset + manifest_len])
-    offset += manifest_len
-    arrays = {}
-    for entry in manifest["arrays"]:
-        dtype = np.dtype(entry["dtype"])
-        parts = []
-        for size in entry["pieces"]:
-            blob = body[offset : offset + size]
-            offset += size
-            parts.append(np.frombuffer(_CODEC.decode(blob), dtype=dtype) if size else np.zeros(0, dtype))
-        arrays[entry["name"]] = np.concatenate(parts).reshape(entry["shape"])
+    try:
+        manifest = json.loads(bytes(body[offset : offset + manifest_len]))
+        offset += manifest_len
+        arrays = {}
+        for entry in manifest["arrays"]:
+            dtype = np.dtype(entry["dtype"])
+            parts = []
+            for size in entry["pieces"]:
+                blob = body[offset : offset + size]
+                offset += size
+                parts.append(np.frombuffer(_CODEC.decode(blob), dtype=dtype) if size else np.zeros(0, dtype))
+            arrays[entry["name"]] = np.concatenate(parts).reshape(entry["shape"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        raise CheckpointError(f"{path}: unreadable content despite a good checksum ({e})") from e
     return manifest["meta"], arrays
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .atomic import atomic_write_bytes
 from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, load_latest_checkpoint,
-                          read_checkpoint_meta, save_checkpoint)
+                          read_checkpoint_meta, remove_temporaries, save_checkpoint)
 from .local_step import FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, rss_bytes
 from .minibatches import MinibatchStream, read_ahead, read_documents
@@ -223,6 +223,9 @@ class Trainer:
             raise ValueError(f"the store at {store_path} changed since {run_dir} started "
                              "(different documents, vocabulary or settings); resuming would mix corpora")
         trainer.lock.acquire()
+        remove_temporaries(run_dir)
+        for leftover in run_dir.glob(f".{MODEL_NAME}.*"):  # an interrupted model snapshot
+            shutil.rmtree(leftover, ignore_errors=True)
         meta, arrays, info = load_latest_checkpoint(run_dir)
         trainer.table = TopicWordTable.from_state(
             {**arrays, **meta["table_scalars"]}, directory=_fresh_dir(run_dir / TABLE_DIR))

@@ -172,6 +172,8 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_model(corpus, tmp_
     final = start_training(corpus, run, resume_run=True)
     assert final.wait() == 0, final.stderr.read()
     assert_same_model(run, uninterrupted)
+    # what the killed checkpoint writes left behind was cleaned up by the resumes
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
 
 
 def test_ctrl_c_checkpoints_and_tells_how_to_resume(corpus, tmp_path, uninterrupted):
