@@ -201,8 +201,8 @@ def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given)
         raise click.BadParameter("give a duration such as 10m", param_hint="--snapshot-every")
     options = {"snapshot_seconds": snapshot_seconds}
     if resume_dir:
-        if store or run_dir:
-            raise click.UsageError("--resume takes the run directory alone (no STORE or -o)")
+        if store or run_dir or overwrite:
+            raise click.UsageError("--resume takes the run directory alone (no STORE, -o or --overwrite)")
         trainer = Trainer.resume(resume_dir, quiet=quiet, options=options, **given)
         run_dir = resume_dir
         if not quiet:
