@@ -31,6 +31,7 @@ from .infer import (DocTopics, InferSettings, block_minibatch, check_vocabulary,
 from .kernels.evaluate import completion_loglik, count_cooccurrences, left_to_right_batch
 from .kernels.rng import stream_seeds
 from .local_step import Minibatch
+from .minibatches import read_documents
 from .model import Model, load_model
 from .progress import Progress
 from .store import Store, open_store
@@ -129,22 +130,28 @@ def _completion(source, batch, alpha, eta, seed, fraction, burnin, samples, n_wo
 
 def heldout_scores(model: Model, store: Store, *, max_docs: int = 1000, seed: int = 0,
                    methods=METHODS, particles: int = 10, resample: bool = True, fraction: float = 0.5,
-                   n_workers: int = 1, quiet: bool = True) -> dict:
-    """Held-out log-likelihood per token and perplexity of the first `max_docs` documents of a
-    store, for each method; streamed block by block."""
+                   n_workers: int = 1, quiet: bool = True, doc_numbers: np.ndarray | None = None) -> dict:
+    """Held-out log-likelihood per token and perplexity, for each method, of the first `max_docs`
+    documents of a store (streamed block by block) or of the given document numbers (the
+    documents a run held out of training)."""
     check_vocabulary(model, store)
-    n_docs = min(max_docs, store.n_docs)
+    if doc_numbers is None:
+        n_docs = min(max_docs, store.n_docs)
+        batches = (block_minibatch(block) for block in store.iter_blocks(stop=n_docs))
+    else:
+        doc_numbers = np.asarray(doc_numbers, np.int64)[:max_docs]
+        n_docs = len(doc_numbers)
+        batches = (read_documents(store, doc_numbers[lo:lo + 1000]) for lo in range(0, n_docs, 1000))
     totals = {m: [0.0, 0] for m in methods}
     with Progress("held-out", total=n_docs * len(methods), unit="docs", quiet=quiet) as progress:
-        for block in store.iter_blocks(stop=n_docs):
-            batch = block_minibatch(block)
+        for batch in batches:
             for method in methods:
                 loglik, tokens = heldout_loglik(model, batch, alpha=model.alpha, eta=model.eta, seed=seed,
                                                 method=method, particles=particles, resample=resample,
                                                 fraction=fraction, n_workers=n_workers)
                 totals[method][0] += loglik
                 totals[method][1] += tokens
-                progress.update(block.n_docs)
+                progress.update(batch.n_docs)
     out = {"store": str(store.path), "n_docs": n_docs, "seed": seed,
            "settings": {"particles": particles, "resample": resample, "fraction": fraction}}
     for method, (loglik, tokens) in totals.items():
@@ -286,15 +293,31 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
         model, open_store(store) if store else None, DocTopics(doc_topics) if doc_topics else None,
         top_n=top_n, prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed,
         n_workers=n_workers, quiet=quiet)
-    if heldout_store is not None:
-        result["heldout"] = heldout_scores(model, open_store(heldout_store), max_docs=heldout_docs, seed=seed,
-                                           methods=methods, particles=particles, resample=resample,
-                                           n_workers=n_workers, quiet=quiet)
+    held_out_of_training = _run_heldout_documents(run, store)
+    if heldout_store is not None or (store and held_out_of_training is not None):
+        result["heldout"] = heldout_scores(
+            model, open_store(heldout_store or store), max_docs=heldout_docs, seed=seed, methods=methods,
+            particles=particles, resample=resample, n_workers=n_workers, quiet=quiet,
+            doc_numbers=None if heldout_store is not None else held_out_of_training)
     output = Path(output) if output else Path(run) / EVALUATION_NAME
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(output, json.dumps(result, indent=2).encode())
     result["output"] = str(output)
     return result
+
+
+def _run_heldout_documents(run, store) -> np.ndarray | None:
+    """The documents `bigtopics train --heldout N` kept out of training, when `store` is the run's."""
+    from .trainer import SETTINGS_NAME, heldout_documents
+
+    path = Path(run) / SETTINGS_NAME
+    if store is None or not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    n_heldout, seed = record["settings"].get("heldout", 0), record["settings"].get("seed", 0)
+    if not n_heldout or Path(record["store"]).resolve() != Path(store).resolve():
+        return None
+    return heldout_documents(open_store(store).n_docs, n_heldout, seed)
 
 
 def _run_store(run) -> str | None:

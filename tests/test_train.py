@@ -121,3 +121,10 @@ def test_heldout_documents_are_scored_as_training_goes(corpus, tmp_path):
     assert len(scores) >= 4
     # better than a uniform model over the vocabulary, and better at the end than after one minibatch
     assert -np.log(SPEC.n_words) < scores[0] < scores[-1] < 0
+    # `bigtopics evaluate` on the training store scores exactly the documents held out
+    from bigtopics.evaluate import evaluate
+
+    result = evaluate(tmp_path / "run", store=corpus, methods=["left-to-right"], particles=5, resample=False,
+                      quiet=True)
+    assert result["heldout"]["n_docs"] == 300
+    assert result["heldout"]["left-to-right"]["loglik_per_token"] == pytest.approx(scores[-1], abs=0.05)
