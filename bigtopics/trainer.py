@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numba
@@ -142,7 +142,6 @@ class RunState:
     docs_seen: int = 0
     tokens_seen: int = 0
     seconds: float = 0.0
-    last_metrics: dict = field(default_factory=dict)
 
 
 def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> None:
@@ -275,7 +274,7 @@ class Trainer:
             alpha=s.alpha, eta=s.eta,
             attrs={
                 "settings": asdict(s),
-                "progress": asdict(st) | {"last_metrics": None},
+                "progress": asdict(st),
                 "store_fingerprint": self.store.fingerprint(),
                 "table": {"entries": self.table.n_entries, "resets": self.table.n_resets,
                           "mass_dropped": self.table.mass_dropped},
@@ -348,9 +347,8 @@ class Trainer:
                     heldout = self.heldout_score()
                     last_score = time.monotonic()
                 if heldout is not None or now - last_report >= self.report_seconds:
-                    st.last_metrics = self._metrics_record(tokens_per_second=interval_tokens / max(now - interval_start, 1e-9),
-                                                           heldout=heldout)
-                    self._log_metrics(st.last_metrics)
+                    self._log_metrics(self._metrics_record(
+                        tokens_per_second=interval_tokens / max(now - interval_start, 1e-9), heldout=heldout))
                     last_report, interval_tokens, interval_start = now, 0, now
                 if (every_batches and st.step % every_batches == 0) or (
                         every_seconds and now - last_checkpoint >= every_seconds):
