@@ -8,7 +8,7 @@ document d (word w) is
 
 with smoothing[k] = e^psi(eta) / e^psi(V eta + N[k]) dense over topics and
 coef[k, w] = (e^psi(eta + N[k,w]) - e^psi(eta)) / e^psi(V eta + N[k]) > 0 only where N[k,w] > 0
-(algorithms.md, section 1). The mass splits into three buckets (Mimno et al. 2012, appendix A):
+(algorithms.md, section 1). The mass splits into four buckets (after Mimno et al. 2012, appendix A):
 
     shared = sum_{k: N[k,w] > 0, n_dk > 0} n_dk coef[k,w]   topics of both word and document
     row    = alpha * sum_{k: N[k,w] > 0} coef[k,w]           fixed for the minibatch
@@ -196,7 +196,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
     Initialisation is sequential, p(z_i = k) ∝ (alpha + #{j < i: z_j = k}) exp(Elog_beta[k,w_i]);
     then `burnin` sweeps are discarded and `samples` sweeps saved. Emits, per (word, topic) pair,
     the number of (token, saved sweep) assignments, so Nhat[k,w] = out_count / samples.
-    Scratch n_dk / topic_slot must be zero / -1 on entry and are left that way. Returns the
+    Scratch n_dk / tally / topic_slot must be zero / zero / -1 on entry and are left that way. Returns the
     number of pairs written to out_*.
     """
     smoothing = frozen[4]
