@@ -174,6 +174,14 @@ def demo(workdir, n_topics, epochs):
 @click.option("--tau0", type=float, help="Learning-rate offset.  [default: 64]")
 @click.option("--burnin", type=int, help="Gibbs sweeps discarded per document.  [default: 2]")
 @click.option("--samples", type=int, help="Gibbs sweeps averaged per document.  [default: 2]")
+@click.option("--local-step", type=click.Choice(["gibbs", "vb", "lsparse", "scvb0"]),
+              help="Per-document inference: gibbs (sparse hybrid Gibbs), vb (Online VB, dense in K), lsparse "
+                   "(top-L variational responsibilities), scvb0 (stochastic collapsed VB).  [default: gibbs]")
+@click.option("--sampler", type=click.Choice(["buckets", "alias", "mh"]),
+              help="gibbs: how a topic is drawn (four-bucket search, alias tables, Metropolis-Hastings "
+                   "with alias proposals).  [default: buckets]")
+@click.option("--top-l", type=int, help="lsparse: responsibilities kept per token.  [default: 8]")
+@click.option("--vb-iterations", type=int, help="vb, lsparse: most fixed-point iterations per document.  [default: 100]")
 @click.option("--drop-below", type=float,
               help="At a table reset, drop entries with N[k,w] below this; the mass dropped is logged.  [default: 0.01]")
 @click.option("--reset-below", type=float,

@@ -22,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ import numpy as np
 from .atomic import atomic_write_bytes
 from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, load_latest_checkpoint,
                           read_checkpoint_meta, remove_temporaries, save_checkpoint)
+from .infer import frozen_point_estimates
 from .local_step import FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, rss_bytes
 from .minibatches import MinibatchStream, read_ahead, read_documents
@@ -42,6 +44,8 @@ from .topic_word import TopicWordTable
 SETTINGS_NAME = "settings.json"
 METRICS_NAME = "metrics.jsonl"
 TABLE_DIR = "table"
+LOCAL_STEPS = ("gibbs", "vb", "lsparse", "scvb0")
+SAMPLERS = ("buckets", "alias", "mh")
 # Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
 TABLE_BYTES_PER_ENTRY = 24
 
@@ -58,6 +62,10 @@ class TrainSettings:
     batch_size: int = 1024
     burnin: int = 2
     samples: int = 2
+    local_step: str = "gibbs"  # gibbs | vb | lsparse | scvb0 (algorithms.md sections 1-4)
+    sampler: str = "buckets"  # the Gibbs draw: buckets | alias | mh (kernels/gibbs.py, kernels/alias_gibbs.py)
+    top_l: int = 8  # lsparse: responsibilities kept per token
+    vb_iterations: int = 100  # vb, lsparse: cap on the per-document fixed-point iterations
     seed: int = 0
     epochs: int = 1
     max_docs: int | None = None
@@ -83,6 +91,11 @@ class TrainSettings:
             (self.batch_size >= 1, f"the batch size must be at least 1 (got {self.batch_size})"),
             (self.burnin >= 0, f"burnin must be non-negative (got {self.burnin})"),
             (self.samples >= 1, f"samples must be at least 1 (got {self.samples})"),
+            (self.local_step in LOCAL_STEPS,
+             f"unknown local step {self.local_step!r}; choose one of {', '.join(LOCAL_STEPS)}"),
+            (self.sampler in SAMPLERS, f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}"),
+            (self.top_l >= 1, f"top-l must be at least 1 (got {self.top_l}); more than K means dense"),
+            (self.vb_iterations >= 1, "vb-iterations must be at least 1"),
             (self.epochs >= 1, f"epochs must be at least 1 (got {self.epochs})"),
             (self.max_docs is None or self.max_docs >= 1, "max-docs must be at least 1"),
             (self.drop_below >= 0, "the drop threshold must be non-negative"),
@@ -125,6 +138,27 @@ def heldout_documents(n_docs: int, n_heldout: int, seed: int) -> np.ndarray:
         return np.zeros(0, np.int64)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0xE7A1])))
     return np.sort(rng.choice(n_docs, size=n_heldout, replace=False)).astype(np.int64)
+
+
+def local_step(s: TrainSettings, table: TopicWordTable, batch, epoch: int):
+    """The settings' local step on one minibatch, with the table frozen: SparseStats Nhat."""
+    words = batch.distinct_words()
+    if s.local_step == "gibbs":
+        return gibbs_local_step(batch, FrozenTopics.from_table(table, words, s.eta), batch.doc_seeds(s.seed, epoch),
+                                alpha=s.alpha, burnin=s.burnin, samples=s.samples, sampler=s.sampler,
+                                n_workers=s.n_workers)
+    from . import variational
+
+    seeds = batch.doc_seeds(s.seed, epoch)  # random initial gamma / N_theta: breaks the topics' symmetry
+    if s.local_step == "scvb0":  # SCVB0 uses the point estimates (N + eta) / (N_k + V eta)
+        return variational.scvb0_local_step(batch, frozen_point_estimates(table, words, s.eta), seeds,
+                                            alpha=s.alpha, burnin=s.burnin, n_workers=s.n_workers)
+    frozen = FrozenTopics.from_table(table, words, s.eta)
+    if s.local_step == "vb":
+        return variational.vb_local_step(batch, frozen, seeds, alpha=s.alpha, max_iterations=s.vb_iterations,
+                                         n_workers=s.n_workers)
+    return variational.lsparse_local_step(batch, frozen, seeds, alpha=s.alpha, top_l=min(s.top_l, s.n_topics),
+                                          max_iterations=s.vb_iterations, n_workers=s.n_workers)
 
 
 def learning_rate(step: int, tau0: float, kappa: float) -> float:
@@ -192,6 +226,15 @@ class Trainer:
         self.stop_signal: int | None = None
         self.last_checkpoint_step: int | None = None
         self.lock = RunLock(self.run_dir)
+        self.phase_seconds: dict[str, float] = {}  # this process's time per phase, for the metrics log
+
+    @contextmanager
+    def timer(self, phase: str):
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + time.monotonic() - start
 
     @classmethod
     def resume(cls, run_dir, *, quiet: bool = False, options: dict | None = None, **changes) -> "Trainer":
@@ -291,16 +334,22 @@ class Trainer:
         return save_checkpoint(self.run_dir, self.state.step, meta, arrays, keep=self.settings.keep_checkpoints)
 
     # -- the loop --------------------------------------------------------------------------
+    def start(self, overwrite: bool = False) -> None:
+        """Create the run directory and an empty topic-word table (run() does this; benchmarks
+        that drive step() themselves call it directly)."""
+        s = self.settings
+        self._start_run_dir(overwrite)
+        self.table = TopicWordTable(s.n_topics, self.store.n_words, directory=_fresh_dir(self.run_dir / TABLE_DIR))
+        self.table.drop_below = s.drop_below
+        self.table.reset_below = s.reset_below
+        numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
+
     def run(self, overwrite: bool = False) -> Path:
         """Train to the stopping rule (or a stop signal); returns the model's path."""
         s = self.settings
         with _StopOnSignal(self):
             if self.table is None:
-                self._start_run_dir(overwrite)
-                self.table = TopicWordTable(s.n_topics, self.store.n_words,
-                                            directory=_fresh_dir(self.run_dir / TABLE_DIR))
-                self.table.drop_below = s.drop_below
-                self.table.reset_below = s.reset_below
+                self.start(overwrite)
                 self.write_checkpoint()  # so a run killed before its first interval can still resume
             numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
             progress = Progress("train", total=self.docs_limit(), unit="docs", quiet=self.quiet,
@@ -333,7 +382,12 @@ class Trainer:
         last_report = last_snapshot = last_checkpoint = last_score = clock
         interval_tokens, interval_start = 0, clock
         while st.epoch < s.epochs:
-            for batch in read_ahead(self.stream.epoch(st.epoch, skip=st.batch_in_epoch)):
+            batches = read_ahead(self.stream.epoch(st.epoch, skip=st.batch_in_epoch))
+            while True:
+                with self.timer("read_wait"):  # time the sampler waits on reading and decompressing
+                    batch = next(batches, None)
+                if batch is None:
+                    break
                 if st.docs_seen >= self.docs_limit() or self.stop_signal is not None:
                     return
                 self.step(batch, st.epoch)
@@ -344,7 +398,8 @@ class Trainer:
                 heldout = None
                 if s.heldout and ((score_batches and st.step % score_batches == 0)
                                   or (score_seconds and now - last_score >= score_seconds) or st.step == 1):
-                    heldout = self.heldout_score()
+                    with self.timer("heldout"):
+                        heldout = self.heldout_score()
                     last_score = time.monotonic()
                 if heldout is not None or now - last_report >= self.report_seconds:
                     self._log_metrics(self._metrics_record(
@@ -352,10 +407,12 @@ class Trainer:
                     last_report, interval_tokens, interval_start = now, 0, now
                 if (every_batches and st.step % every_batches == 0) or (
                         every_seconds and now - last_checkpoint >= every_seconds):
-                    self.write_checkpoint()
+                    with self.timer("checkpoint"):
+                        self.write_checkpoint()
                     last_checkpoint = time.monotonic()
                 if now - last_snapshot >= self.snapshot_seconds:
-                    self.write_model()
+                    with self.timer("snapshot"):
+                        self.write_model()
                     last_snapshot = time.monotonic()
             st.epoch += 1
             st.batch_in_epoch = 0
@@ -376,12 +433,12 @@ class Trainer:
     def step(self, batch, epoch: int) -> None:
         """One minibatch: freeze, local step, global step."""
         s, st = self.settings, self.state
-        frozen = FrozenTopics.from_table(self.table, batch.distinct_words(), s.eta)
-        stats = gibbs_local_step(batch, frozen, batch.doc_seeds(s.seed, epoch), alpha=s.alpha,
-                                 burnin=s.burnin, samples=s.samples, n_workers=s.n_workers)
+        with self.timer("local_step"):
+            stats = local_step(s, self.table, batch, epoch)
         st.step += 1
         rho = learning_rate(st.step, s.tau0, s.kappa)
-        self.table.update(stats.words, stats.topics, stats.values, rho, self.n_training_docs / batch.n_docs)
+        with self.timer("global_step"):
+            self.table.update(stats.words, stats.topics, stats.values, rho, self.n_training_docs / batch.n_docs)
         st.batch_in_epoch += 1
         st.docs_seen += batch.n_docs
         st.tokens_seen += batch.n_tokens
@@ -407,6 +464,7 @@ class Trainer:
             "heldout_perplexity": None if heldout is None else float(np.exp(-heldout)),
             "rss_bytes": rss_bytes(),
             "peak_rss_bytes": peak_rss_bytes(),
+            "phase_seconds": {k: round(v, 3) for k, v in sorted(self.phase_seconds.items())},
             **({"final": True} if final else {}),
         }
 
