@@ -8,6 +8,7 @@ traceback.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import click
@@ -24,6 +25,9 @@ def user_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:  # `bigtopics topics run/ | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         except (StoreError, CheckpointError, FileExistsError, FileNotFoundError, ValueError, OSError) as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)

@@ -159,3 +159,79 @@ def umass_coherence(docs: list[set], top_words: np.ndarray) -> np.ndarray:
                 c += np.log((both + 1) / single)
         out.append(c)
     return np.array(out)
+
+
+# -- alias tables (bigtopics/kernels/alias.py) ---------------------------------------------------
+def alias_masses(prob: np.ndarray, alias: np.ndarray) -> np.ndarray:
+    """The share of one bin's mass each outcome of an alias table gets, bin by bin: outcome k
+    keeps prob[k] of its own bin and receives 1 - prob[i] from every bin i aliased to it."""
+    masses = np.array(prob, dtype=float)
+    for i in range(len(prob)):
+        masses[alias[i]] += 1.0 - prob[i]
+    return masses
+
+
+def online_vb_expected_counts(docs, weights: np.ndarray, alpha: float, initial_gammas, max_iterations: int,
+                              top_l: int | None = None) -> np.ndarray:
+    """Dense K x V Nhat[k, w] = sum_d c_dw phi_dw[k] of Online VB (Hoffman et al. 2010) with
+    weights[k, w] = exp(Elog_beta); docs are (word ids, counts) pairs, one gamma start each.
+
+    Per document: phi[w, k] ∝ exp(psi(gamma_k) - psi(sum gamma)) weights[k, w],
+    gamma = alpha + sum_w c_w phi[w]; stop once mean |change of gamma| < 1e-5; Nhat from the phi
+    of the final gamma. With top_l (L-sparse, Hughes & Sudderth): each phi[w] keeps its L
+    largest entries, renormalised; after the first iteration only topics with expected count
+    > 0 in the previous iteration may be chosen.
+    """
+    psi = np.vectorize(digamma)
+    n_topics = weights.shape[0]
+    nhat = np.zeros_like(weights, dtype=float)
+
+    def responsibilities(words, gamma, allowed):
+        phi = np.exp(psi(gamma) - digamma(gamma.sum()))[None, :] * weights[:, words].T
+        phi[:, ~allowed] = 0.0
+        if top_l is not None:
+            for row in phi:
+                row[np.argsort(-row, kind="stable")[top_l:]] = 0.0
+        return phi / phi.sum(1, keepdims=True)
+
+    for (words, counts), gamma in zip(docs, initial_gammas):
+        gamma = np.array(gamma, float)
+        allowed = np.ones(n_topics, bool)
+        for _ in range(max_iterations):
+            expected = counts @ responsibilities(words, gamma, allowed)
+            new_gamma = alpha + expected
+            change = np.abs(new_gamma - gamma).mean()
+            gamma = new_gamma
+            allowed &= expected > 0
+            if change < 1e-5:
+                break
+        nhat[:, words] += (counts[:, None] * responsibilities(words, gamma, allowed)).T
+    return nhat
+
+
+def scvb0_expected_counts(docs, weights: np.ndarray, alpha: float, initial_thetas, burnin: int) -> np.ndarray:
+    """Dense K x V Nhat[k, w] = sum_d c_dw gamma_dw[k] of SCVB0 (Foulds et al. 2013) with the
+    topics fixed, weights[k, w] = (N_phi[w, k] + eta) / (N_z[k] + V eta).
+
+    Token by token for `burnin` passes: gamma ∝ weights[:, w] * (N_theta + alpha),
+    N_theta <- (1 - rho) N_theta + rho C_j gamma with rho = (10 + t)^-0.9, t = tokens updated so
+    far in the document (one token at a time: the repeated tokens of a word see the same gamma,
+    which is what the kernels' clumped update assumes); then gamma of every token with N_theta fixed.
+    """
+    nhat = np.zeros_like(weights, dtype=float)
+    for (words, counts), n_theta in zip(docs, initial_thetas):
+        n_theta = np.array(n_theta, float)
+        doc_length = counts.sum()
+        t = 0
+        for _ in range(burnin):
+            for w, c in zip(words, counts):
+                gamma = weights[:, w] * (n_theta + alpha)
+                gamma /= gamma.sum()
+                rho = (10.0 + t) ** -0.9
+                for _ in range(c):
+                    n_theta = (1 - rho) * n_theta + rho * doc_length * gamma
+                t += c
+        for w, c in zip(words, counts):
+            gamma = weights[:, w] * (n_theta + alpha)
+            nhat[:, w] += c * gamma / gamma.sum()
+    return nhat

@@ -1,0 +1,143 @@
+"""The variational local steps: Online VB, L-sparse VB and SCVB0 (algorithms.md sections 2-4).
+
+Like local_step.gibbs_local_step, each is a pure function of (the minibatch, a frozen view of
+the topics for its words, per-document seeds) returning the minibatch's expected counts
+Nhat[k, w] summed over its documents as SparseStats (the trainer scales by D / |B|). The math is
+in kernels/variational.py.
+
+Documents are split into n_workers contiguous ranges of about equal numbers of entries (the
+work of these methods is per distinct word of a document, not per token), each run by one numba
+thread. Every document has its own random stream (for its initial gamma or N_theta) and its own
+output slots, and sums over documents run in document order, so the result is the same for any
+number of workers.
+
+Online VB and SCVB0 are the dense O(K) references: their statistic has an entry for every
+(word of the batch, topic), held as one dense [batch words x K] float64 array (checked against
+the memory available before it is allocated). L-sparse keeps at most L topics per document-word,
+so its cost and memory stay proportional to the batch's entries times L, not K x V.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .kernels.sparse_stats import merge_pairs
+from .kernels.variational import (_lsparse_minibatch, _scvb0_minibatch, _vb_minibatch,
+                                  expected_counts_by_word)
+from .local_step import FrozenTopics, Minibatch, SparseStats
+from .memory import available_bytes, format_bytes
+
+# Bytes per (batch word, topic) cell of a dense statistic at its peak: the float64 array, then
+# the kept positions (int64) and the output words, topics and values (SparseStats).
+DENSE_BYTES_PER_CELL = 8 * 5
+
+
+def _entry_ranges(batch: Minibatch, n_workers: int) -> np.ndarray:
+    """Worker w runs documents [bounds[w], bounds[w + 1]), about equal numbers of entries each."""
+    cuts = np.searchsorted(batch.indptr, np.linspace(0, batch.indptr[-1], n_workers + 1)[1:-1])
+    return np.concatenate([[0], cuts, [batch.n_docs]]).astype(np.int64)
+
+
+def _kernel_args(batch: Minibatch, frozen: FrozenTopics, doc_seeds, n_workers: int) -> tuple:
+    return (np.asarray(batch.indptr, np.int64), frozen.local_ids(batch.words), np.asarray(batch.counts, np.int64),
+            np.asarray(doc_seeds, np.uint64), _entry_ranges(batch, n_workers))
+
+
+def _frozen_rows(frozen: FrozenTopics) -> tuple:
+    return frozen.row_indptr, frozen.row_topics, frozen.row_coef, frozen.smoothing
+
+
+def _check_dense_fits(batch: Minibatch, frozen: FrozenTopics, method: str) -> None:
+    needed = (len(frozen.words) * DENSE_BYTES_PER_CELL + batch.n_docs * 8) * frozen.n_topics
+    available = available_bytes()
+    if needed > available:
+        raise ValueError(
+            f"{method} keeps a dense statistic of {len(frozen.words):,} words x {frozen.n_topics:,} topics per "
+            f"minibatch, about {format_bytes(needed)}, but only {format_bytes(available)} of memory is available; "
+            "use a smaller batch size, fewer topics, or --local-step lsparse or gibbs (sparse in K)")
+
+
+def _dense_stats(batch: Minibatch, frozen: FrozenTopics, local_words: np.ndarray, doc_weight: np.ndarray,
+                 entry_scale: np.ndarray) -> SparseStats:
+    """Nhat[k, w] = beta[k, w] * sum over w's entries of doc_weight[doc, k] * entry_scale, every
+    nonzero (word, topic) of it."""
+    n_words, n_topics = len(frozen.words), frozen.n_topics
+    word_entries = np.argsort(local_words, kind="stable")  # entries by word, documents ascending within
+    word_indptr = np.zeros(n_words + 1, np.int64)
+    np.cumsum(np.bincount(local_words, minlength=n_words), out=word_indptr[1:])
+    entry_doc = np.repeat(np.arange(batch.n_docs), np.diff(batch.indptr))
+    dense = np.zeros((n_words, n_topics))
+    expected_counts_by_word(word_indptr, word_entries, entry_doc, entry_scale, doc_weight, *_frozen_rows(frozen),
+                            dense)
+    values = dense.ravel()
+    kept = np.flatnonzero(values)
+    return SparseStats(frozen.words[kept // n_topics], kept % n_topics, values[kept])
+
+
+def vb_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
+                  max_iterations: int, n_workers: int = 1) -> SparseStats:
+    """Online VB's local step (Hoffman et al. 2010; algorithms.md 2): Nhat[k, w] = sum_d c_dw phi_dw[k].
+
+    `frozen` holds exp(Elog_beta) (FrozenTopics.from_table). Each document's gamma starts at
+    Gamma(100, 1/100) draws from its stream (as in Hoffman's code; a constant start would leave
+    topics that start out equal, as in an empty table, equal forever) and iterates to a mean
+    change below 1e-5 or max_iterations. Dense in K: the O(K) reference.
+    """
+    if max_iterations < 1:
+        raise ValueError("max_iterations must be at least 1")
+    _check_dense_fits(batch, frozen, "Online VB")
+    doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
+    doc_weight = np.zeros((batch.n_docs, frozen.n_topics))
+    entry_scale = np.zeros(len(local_words))
+    _vb_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(max_iterations),
+                  *_frozen_rows(frozen), doc_weight, entry_scale)
+    return _dense_stats(batch, frozen, local_words, doc_weight, entry_scale)
+
+
+def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
+                     burnin: int, n_workers: int = 1) -> SparseStats:
+    """SCVB0's local step (Foulds et al. 2013; algorithms.md 3) with the topics frozen.
+
+    `frozen` holds the point estimates (infer.frozen_point_estimates): smoothing[k] + coef[k, w]
+    = (N_phi[w, k] + eta) / (N_z[k] + V eta). N_theta starts random from the document's stream;
+    `burnin` clumped passes update it (kernels/variational.py scvb0_document), then a read-out
+    pass gives Nhat[k, w] = sum_d c_dw gamma_dw[k]. Foulds scale Nhat by C / |M| (corpus tokens
+    over minibatch tokens); the trainer's D / |B| equals that in expectation. Dense in K.
+    """
+    if burnin < 0:
+        raise ValueError("burnin must be non-negative")
+    _check_dense_fits(batch, frozen, "SCVB0")
+    doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
+    doc_weight = np.zeros((batch.n_docs, frozen.n_topics))
+    entry_scale = np.zeros(len(local_words))
+    _scvb0_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(burnin),
+                     *_frozen_rows(frozen), doc_weight, entry_scale)
+    return _dense_stats(batch, frozen, local_words, doc_weight, entry_scale)
+
+
+def lsparse_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
+                       top_l: int, max_iterations: int, n_workers: int = 1) -> SparseStats:
+    """L-sparse variational local step (Hughes & Sudderth; algorithms.md 4).
+
+    Online VB (same initial gamma and stopping rule) with each document-word's responsibilities
+    cut to their top L topics and renormalised; with L = K it is Online VB. The first iteration
+    selects among all K topics, later ones only among the topics still active in the document
+    (expected count > 0 after the previous iteration): the paper's speed-up, assuming a topic
+    that left a document does not come back. At most L pairs per document-word, merged in
+    document order (kernels/sparse_stats.py merge_pairs).
+    """
+    if not 1 <= top_l <= frozen.n_topics:
+        raise ValueError(f"top_l must be between 1 and the number of topics {frozen.n_topics} (got {top_l})")
+    if max_iterations < 1:
+        raise ValueError("max_iterations must be at least 1")
+    doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
+    n_slots = len(local_words) * top_l
+    out_words = np.empty(n_slots, np.int32)
+    out_topics = np.empty(n_slots, np.int32)
+    out_values = np.empty(n_slots, np.float64)
+    out_n_pairs = np.zeros(batch.n_docs, np.int64)
+    _lsparse_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(top_l),
+                       int(max_iterations), *_frozen_rows(frozen), out_words, out_topics, out_values, out_n_pairs)
+    words, topics, values = merge_pairs(out_words, out_topics, out_values, doc_indptr[:-1] * top_l, out_n_pairs,
+                                        len(frozen.words), frozen.n_topics)
+    return SparseStats(frozen.words[words], topics, values)
