@@ -22,7 +22,7 @@ from pathlib import Path
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "gutenberg_books" / "docs.jsonl.gz"
 
 
-def child(store: str, k: int, workers: int, docs: int, batch_size: int, warm: int) -> dict:
+def child(store: str, k: int, workers: int, docs: int, batch_size: int, warm: int, sampler: str = "buckets") -> dict:
     """Train warm + docs documents; time the first (compiling) minibatch and the rest apart."""
     import numba
 
@@ -31,7 +31,7 @@ def child(store: str, k: int, workers: int, docs: int, batch_size: int, warm: in
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = TrainSettings(n_topics=k, batch_size=batch_size, workers=workers, epochs=100,
-                                 checkpoint_every="1000000")
+                                 checkpoint_every="1000000", sampler=sampler)
         trainer = Trainer(store, Path(tmp) / "run", settings, quiet=True)
         trainer._start_run_dir(overwrite=True)
         from bigtopics.topic_word import TopicWordTable
@@ -80,6 +80,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=20_000, help="documents timed per configuration")
     parser.add_argument("--warm", type=int, default=10_000, help="documents trained before timing")
     parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--sampler", default="buckets", choices=["buckets", "alias", "mh"], help="the Gibbs draw")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -93,7 +94,7 @@ def main() -> None:
     for k in args.topics or [100, 1000, 2000]:
         for workers in sorted({cores, 1}, reverse=True):
             spec = {"store": store, "k": k, "workers": workers, "docs": args.docs, "batch_size": args.batch_size,
-                    "warm": args.warm}
+                    "warm": args.warm, "sampler": args.sampler}
             out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], check=True,
                                  capture_output=True, text=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -104,7 +105,8 @@ def main() -> None:
     by = {(r["k"], r["workers"]): r for r in results}
     ks = sorted({r["k"] for r in results})
     print(f"\nmachine: {platform.processor() or platform.machine()}, {cores} cores; store {store}; "
-          f"{args.docs} documents timed after {args.warm} warm-up documents, batch {args.batch_size}")
+          f"{args.docs} documents timed after {args.warm} warm-up documents, batch {args.batch_size}, "
+          f"sampler {args.sampler}")
     if cores > 1:
         for k in ks:
             eff = by[(k, cores)]["tokens_per_s"] / (cores * by[(k, 1)]["tokens_per_s"])

@@ -184,6 +184,8 @@ def demo(workdir, n_topics, epochs):
 @click.option("--sampler", type=click.Choice(["buckets", "alias", "mh"]),
               help="gibbs: how a topic is drawn (four-bucket search, alias tables, Metropolis-Hastings "
                    "with alias proposals).  [default: buckets]")
+@click.option("--mh-steps", type=int,
+              help="mh: Metropolis-Hastings steps per token, alternately word and document proposals.  [default: 2]")
 @click.option("--top-l", type=int, help="lsparse: responsibilities kept per token.  [default: 8]")
 @click.option("--vb-iterations", type=int, help="vb, lsparse: most fixed-point iterations per document.  [default: 100]")
 @click.option("--drop-below", type=float,

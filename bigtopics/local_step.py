@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .kernels.alias_gibbs import alias_view, sample_minibatch as alias_sample_minibatch
 from .kernels.gibbs import _sample_minibatch, index_rows
 from .kernels.rng import stream_seeds
 from .kernels.sparse_stats import merge_pairs
@@ -71,6 +72,7 @@ class FrozenTopics:
     row_coef: np.ndarray  # float64
     smoothing: np.ndarray  # float64 (K,)
     _view: tuple | None = field(default=None, repr=False, compare=False)
+    _alias_view: tuple | None = field(default=None, repr=False, compare=False)
 
     def kernel_view(self) -> tuple:
         """The tuple the sampler kernels take (see kernels/gibbs.py), built on first use."""
@@ -79,6 +81,14 @@ class FrozenTopics:
             self._view = (self.row_indptr, self.row_topics, self.row_coef, coef_cumsum,
                           self.smoothing, np.cumsum(self.smoothing), slot_start, slots)
         return self._view
+
+    def alias_view(self) -> tuple:
+        """The tuple the alias samplers take (see kernels/alias_gibbs.py), built on first use."""
+        if self._alias_view is None:
+            slot_start, slots = self.kernel_view()[6:]
+            self._alias_view = alias_view(self.row_indptr, self.row_topics, self.row_coef, self.smoothing,
+                                          slot_start, slots)
+        return self._alias_view
 
     @classmethod
     def from_table(cls, table, words: np.ndarray, eta: float) -> "FrozenTopics":
@@ -132,16 +142,24 @@ def gibbs_sample(
     alpha: float,
     burnin: int,
     samples: int,
+    sampler: str = "buckets",
+    mh_steps: int = 2,
     n_workers: int = 1,
 ) -> DocumentTallies:
-    """Sparse Gibbs sampling of every document of the batch (kernels/gibbs.py).
+    """Sparse Gibbs sampling of every document of the batch.
 
-    Documents are split into n_workers contiguous ranges of about equal token counts, each
-    sampled by one numba thread; every document has its own random stream and its own output
-    slot, so the result does not depend on n_workers.
+    The sampler draws each topic from the four buckets (kernels/gibbs.py), exactly with alias
+    tables ("alias") or by mh_steps Metropolis-Hastings steps with alias proposals ("mh"; both in
+    kernels/alias_gibbs.py). Documents are split into n_workers contiguous ranges of about equal
+    token counts, each sampled by one numba thread; every document has its own random stream and
+    its own output slot, so the result does not depend on n_workers.
     """
     if samples < 1:
         raise ValueError("samples must be at least 1")
+    if sampler not in ("buckets", "alias", "mh"):
+        raise ValueError(f"unknown sampler {sampler!r}")
+    if sampler == "mh" and mh_steps < 1:
+        raise ValueError("mh_steps must be at least 1")
     local_words = frozen.local_ids(batch.words)
     counts = np.asarray(batch.counts, np.int32)
     entry_tokens = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
@@ -155,12 +173,20 @@ def gibbs_sample(
     out_topics = np.empty(total * samples, np.int32)
     out_counts = np.empty(total * samples, np.int32)
     out_n_pairs = np.zeros(batch.n_docs, np.int64)
-    _sample_minibatch(
-        batch.indptr, local_words, counts, token_starts, np.asarray(doc_seeds, np.uint64),
-        worker_bounds, float(alpha), int(burnin), int(samples),
-        int(doc_tokens.max(initial=1)), int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words,
-        out_topics, out_counts, out_n_pairs,
-    )
+    seeds = np.asarray(doc_seeds, np.uint64)
+    max_doc_tokens = int(doc_tokens.max(initial=1))
+    if sampler == "buckets":
+        _sample_minibatch(
+            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
+            int(samples), max_doc_tokens, int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words,
+            out_topics, out_counts, out_n_pairs,
+        )
+    else:
+        alias_sample_minibatch(
+            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
+            int(samples), int(mh_steps) if sampler == "mh" else 0, max_doc_tokens, frozen.alias_view(),
+            out_words, out_topics, out_counts, out_n_pairs,
+        )
     return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs, samples)
 
 
@@ -172,11 +198,13 @@ def gibbs_local_step(
     alpha: float,
     burnin: int,
     samples: int,
+    sampler: str = "buckets",
+    mh_steps: int = 2,
     n_workers: int = 1,
 ) -> SparseStats:
     """The hybrid algorithm's local step: Nhat from sparse Gibbs sampling (algorithms.md, 1)."""
     tallies = gibbs_sample(batch, frozen, doc_seeds, alpha=alpha, burnin=burnin, samples=samples,
-                           n_workers=n_workers)
+                           sampler=sampler, mh_steps=mh_steps, n_workers=n_workers)
     words, topics, counts = merge_pairs(tallies.words, tallies.topics, tallies.counts, tallies.starts,
                                         tallies.sizes, len(frozen.words), frozen.n_topics)
     return SparseStats(frozen.words[words], topics, counts / samples)

@@ -64,6 +64,7 @@ class TrainSettings:
     samples: int = 2
     local_step: str = "gibbs"  # gibbs | vb | lsparse | scvb0 (algorithms.md sections 1-4)
     sampler: str = "buckets"  # the Gibbs draw: buckets | alias | mh (kernels/gibbs.py, kernels/alias_gibbs.py)
+    mh_steps: int = 2  # mh: Metropolis-Hastings steps per token (alternately word and document proposals)
     top_l: int = 8  # lsparse: responsibilities kept per token
     vb_iterations: int = 100  # vb, lsparse: cap on the per-document fixed-point iterations
     seed: int = 0
@@ -94,6 +95,7 @@ class TrainSettings:
             (self.local_step in LOCAL_STEPS,
              f"unknown local step {self.local_step!r}; choose one of {', '.join(LOCAL_STEPS)}"),
             (self.sampler in SAMPLERS, f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}"),
+            (self.mh_steps >= 1, f"mh-steps must be at least 1 (got {self.mh_steps})"),
             (self.top_l >= 1, f"top-l must be at least 1 (got {self.top_l}); more than K means dense"),
             (self.vb_iterations >= 1, "vb-iterations must be at least 1"),
             (self.epochs >= 1, f"epochs must be at least 1 (got {self.epochs})"),
@@ -146,7 +148,7 @@ def local_step(s: TrainSettings, table: TopicWordTable, batch, epoch: int):
     if s.local_step == "gibbs":
         return gibbs_local_step(batch, FrozenTopics.from_table(table, words, s.eta), batch.doc_seeds(s.seed, epoch),
                                 alpha=s.alpha, burnin=s.burnin, samples=s.samples, sampler=s.sampler,
-                                n_workers=s.n_workers)
+                                mh_steps=s.mh_steps, n_workers=s.n_workers)
     from . import variational
 
     seeds = batch.doc_seeds(s.seed, epoch)  # random initial gamma / N_theta: breaks the topics' symmetry

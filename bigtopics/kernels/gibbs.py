@@ -186,6 +186,42 @@ def document_scratch(n_topics, max_row):
             np.zeros(scratch, np.float64), np.zeros(scratch, np.int32))
 
 
+@njit(cache=True, inline="always")
+def finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc_topics, n_dk, doc_topics,
+                    topic_slot, tally, out_words, out_topics, out_counts):
+    """Clean the document scratch (n_dk, topic_slot) for the next document and emit the saved
+    assignments z_saved (samples sweeps of n_tokens) as (word, topic, count) pairs; returns how
+    many pairs were written."""
+    # leave the scratch clean for the next document
+    for j in range(n_doc_topics):
+        k = doc_topics[j]
+        n_dk[k] = 0
+        topic_slot[k] = -1
+
+    # tally saved assignments per entry; tokens of an entry are contiguous
+    n_pairs = 0
+    first = 0
+    for e in range(entry_words.shape[0]):
+        n_touched = 0
+        for s in range(samples):
+            base = s * n_tokens + first
+            for t in range(entry_counts[e]):
+                k = z_saved[base + t]
+                if tally[k] == 0:
+                    doc_topics[n_touched] = k  # doc_topics is free scratch now
+                    n_touched += 1
+                tally[k] += 1
+        for j in range(n_touched):
+            k = doc_topics[j]
+            out_words[n_pairs] = entry_words[e]
+            out_topics[n_pairs] = k
+            out_counts[n_pairs] = tally[k]
+            tally[k] = 0
+            n_pairs += 1
+        first += entry_counts[e]
+    return n_pairs
+
+
 @njit(cache=True)
 def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, frozen,
                     n_dk, doc_topics, topic_slot, z, z_saved, shared_cum, shared_topic, tally,
@@ -235,35 +271,8 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
                 i += 1
         if sweep >= burnin:
             z_saved[(sweep - burnin) * n_tokens:(sweep - burnin + 1) * n_tokens] = z[:n_tokens]
-
-    # leave the scratch clean for the next document
-    for j in range(n_doc_topics):
-        k = doc_topics[j]
-        n_dk[k] = 0
-        topic_slot[k] = -1
-
-    # tally saved assignments per entry; tokens of an entry are contiguous
-    n_pairs = 0
-    first = 0
-    for e in range(entry_words.shape[0]):
-        n_touched = 0
-        for s in range(samples):
-            base = s * n_tokens + first
-            for t in range(entry_counts[e]):
-                k = z_saved[base + t]
-                if tally[k] == 0:
-                    doc_topics[n_touched] = k  # doc_topics is free scratch now
-                    n_touched += 1
-                tally[k] += 1
-        for j in range(n_touched):
-            k = doc_topics[j]
-            out_words[n_pairs] = entry_words[e]
-            out_topics[n_pairs] = k
-            out_counts[n_pairs] = tally[k]
-            tally[k] = 0
-            n_pairs += 1
-        first += entry_counts[e]
-    return n_pairs
+    return finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc_topics, n_dk, doc_topics,
+                           topic_slot, tally, out_words, out_topics, out_counts)
 
 
 @njit(parallel=True)

@@ -1,0 +1,201 @@
+"""Gibbs sampling of a document's topics with alias tables: an exact draw in O(topics in the
+document) per token, or Metropolis-Hastings in O(1) per token (Li, Ahmed, Ravi & Smola 2014;
+LightLDA's cycle of word and document proposals).
+
+The target is the conditional of kernels/gibbs.py. With f_w(k) = smoothing[k] + coef[k, w]
+(= exp(Elog_beta[k, w])) and n_k = n_dk^{-i}, the counts of the document's other tokens,
+
+    p(k) ∝ (alpha + n_k) f_w(k)
+         = n_k f_w(k)            doc part: enumerate the document's topics, coef by the row hash
+         + alpha coef[k, w]      one alias table per word row, built once per minibatch
+         + alpha smoothing[k]    one alias table over all K, built once per minibatch
+
+Both static parts are exact for the whole minibatch (N is frozen), so the exact sampler needs no
+correction: pick a part by its mass, then a topic within it.
+
+The Metropolis-Hastings sampler runs a short chain per token, starting from the token's current
+topic s, alternating two independence proposals:
+
+    word proposal  q_w(t) ∝ f_w(t): the mixture of the K table (mass sum smoothing) and the row
+                   table (mass sum_k coef[k, w]);
+                   accept with min(1, p(t) q_w(s) / (p(s) q_w(t))) = min(1, (alpha + n_t) / (alpha + n_s))
+    doc proposal   q_d(t) ∝ n_t + alpha: the topic of one of the document's other tokens, picked
+                   uniformly, or with probability K alpha / (N' + K alpha) a uniform topic, where
+                   N' = sum_k n_k is the number of other tokens counted;
+                   accept with min(1, p(t) q_d(s) / (p(s) q_d(t))) = min(1, f_w(t) / f_w(s))
+
+The doc proposal counts exactly the tokens the target counts: all tokens but this one in a sweep
+(the pick skips the token itself, so its own stale topic never enters the proposal), and the
+tokens before it during the sequential initialisation, where there is no current topic and the
+chain starts from a draw of q_w. Each step leaves p invariant, hence so does the cycle, and the
+sweeps form a Markov chain with the same stationary distribution (the document's posterior) as
+the exact sampler's; one token's few steps are not an exact draw, so it mixes more slowly per
+sweep. A step costs O(1): an alias draw, or one or two row-hash lookups for f_w.
+
+The alias view is the tuple (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals,
+smoothing, smoothing_prob, smoothing_alias, smoothing_total, slot_start, slots): the rows and
+their alias tables (kernels/alias.py) and totals, the dense table, and the rows' hash
+(kernels/gibbs.py index_rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .alias import alias_draw, alias_table, row_alias_tables
+from .gibbs import _add_token, _first_above, _lookup, document_scratch, finish_document
+from .rng import next_uniform
+
+# As in kernels/gibbs.py, per-token helpers are inlined so that passing arrays costs nothing.
+
+
+def alias_view(row_indptr, row_topics, row_coef, smoothing, slot_start, slots) -> tuple:
+    """The alias view of one minibatch's frozen topics (the rows' hash comes from index_rows)."""
+    row_prob, row_alias, row_totals = row_alias_tables(row_indptr, row_coef)
+    smoothing_prob, smoothing_alias, smoothing_total = alias_table(smoothing)
+    return (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals,
+            smoothing, smoothing_prob, smoothing_alias, float(smoothing_total), slot_start, slots)
+
+
+@njit(cache=True, inline="always")
+def word_weight(view, w, k):
+    """f_w(k) = smoothing[k] + coef[k, w], coef by the row hash."""
+    row_topics, row_coef, smoothing, slot_start, slots = view[1], view[2], view[6], view[10], view[11]
+    j = _lookup(row_topics, slot_start, slots, w, k)
+    return smoothing[k] + row_coef[j] if j >= 0 else smoothing[k]
+
+
+@njit(cache=True, inline="always")
+def exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum):
+    """Draw from p(k) ∝ (alpha + n_dk) f_w(k) exactly; n_dk and doc_topics[:n_doc_topics] must
+    exclude the token. doc_cum is scratch of at least n_doc_topics entries. Returns (state, k)."""
+    (row_indptr, row_topics, _, row_prob, row_alias, row_totals, _, smoothing_prob, smoothing_alias,
+     smoothing_total, _, _) = view
+    doc_mass = 0.0
+    for m in range(n_doc_topics):
+        k = doc_topics[m]
+        doc_mass += n_dk[k] * word_weight(view, w, k)
+        doc_cum[m] = doc_mass
+    row_mass = alpha * row_totals[w]
+    state, u = next_uniform(state)
+    x = u * (doc_mass + row_mass + alpha * smoothing_total)
+    if x < doc_mass:
+        return state, doc_topics[_first_above(doc_cum, 0, n_doc_topics, x)]
+    state, u = next_uniform(state)
+    lo = row_indptr[w]
+    if x < doc_mass + row_mass:
+        return state, row_topics[lo + alias_draw(row_prob, row_alias, lo, row_indptr[w + 1] - lo, u)]
+    return state, alias_draw(smoothing_prob, smoothing_alias, 0, smoothing_prob.shape[0], u)
+
+
+@njit(cache=True, inline="always")
+def word_proposal(state, w, view):
+    """t ~ q_w(t) ∝ f_w(t). Returns (state, t, f_w(t)), f_w(t) = -1 when not known without a lookup."""
+    (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals, smoothing, smoothing_prob,
+     smoothing_alias, smoothing_total, _, _) = view
+    lo = row_indptr[w]
+    state, u = next_uniform(state)
+    from_row = u * (smoothing_total + row_totals[w]) < row_totals[w]
+    state, u = next_uniform(state)
+    if from_row:
+        j = lo + alias_draw(row_prob, row_alias, lo, row_indptr[w + 1] - lo, u)
+        return state, row_topics[j], smoothing[row_topics[j]] + row_coef[j]
+    return state, alias_draw(smoothing_prob, smoothing_alias, 0, smoothing_prob.shape[0], u), -1.0
+
+
+@njit(cache=True, inline="always")
+def mh_topic(state, current, w, i, n_counted, alpha, n_steps, n_dk, z, view):
+    """n_steps Metropolis-Hastings steps (word proposal, doc proposal, word, ...) for token i of
+    word w from topic `current` (-1: none yet, start from a draw of q_w) towards
+    p(k) ∝ (alpha + n_dk) f_w(k), where n_dk counts the n_counted tokens z[j], j = 0..n_counted
+    except i (all other tokens in a sweep; during initialisation n_counted = i, the tokens
+    before i). Returns (state, topic)."""
+    n_topics = n_dk.shape[0]
+    f_current = -1.0  # f_w(current), looked up only when a doc proposal needs it
+    if current < 0:
+        state, current, f_current = word_proposal(state, w, view)
+    for step in range(n_steps):
+        if step % 2 == 0:
+            state, t, f_t = word_proposal(state, w, view)
+            state, u = next_uniform(state)
+            if u * (alpha + n_dk[current]) < alpha + n_dk[t]:
+                current, f_current = t, f_t
+        else:
+            state, u = next_uniform(state)
+            x = u * (n_counted + n_topics * alpha)
+            if x < n_counted:
+                j = int(x)
+                t = z[j + 1] if j >= i else z[j]  # skip the token itself
+            else:
+                state, u = next_uniform(state)
+                t = int(u * n_topics)
+            f_t = word_weight(view, w, t)
+            if f_current < 0.0:
+                f_current = word_weight(view, w, current)
+            state, u = next_uniform(state)
+            if u * f_current < f_t:
+                current, f_current = t, f_t
+    return state, current
+
+
+@njit(cache=True)
+def sample_document(entry_words, entry_counts, alpha, burnin, samples, mh_steps, seed, view,
+                    n_dk, doc_topics, topic_slot, doc_cum, z, z_saved, tally, out_words, out_topics, out_counts):
+    """Sample one document like kernels/gibbs.py sample_document (sequential initialisation,
+    `burnin` discarded sweeps, `samples` saved sweeps, the same output), each token's topic
+    drawn exactly (mh_steps = 0) or by mh_steps Metropolis-Hastings steps.
+
+    Scratch n_dk / tally / topic_slot must be zero / zero / -1 on entry and are left that way;
+    doc_cum needs min(K, document length) entries. Returns the number of pairs written.
+    """
+    state = seed
+    n_doc_topics = 0
+    n_tokens = 0
+    for e in range(entry_words.shape[0]):
+        n_tokens += entry_counts[e]
+    for sweep in range(-1, burnin + samples):  # sweep -1 is the sequential initialisation
+        i = 0
+        for e in range(entry_words.shape[0]):
+            w = entry_words[e]
+            for _ in range(entry_counts[e]):
+                if sweep < 0:  # each token sees only the tokens before it
+                    current, n_counted = -1, i
+                else:
+                    current, n_counted = z[i], n_tokens - 1
+                    n_doc_topics = _add_token(current, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                if mh_steps > 0:
+                    state, k = mh_topic(state, current, w, i, n_counted, alpha, mh_steps, n_dk, z, view)
+                else:
+                    state, k = exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum)
+                z[i] = k
+                n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                i += 1
+        if sweep >= burnin:
+            z_saved[(sweep - burnin) * n_tokens:(sweep - burnin + 1) * n_tokens] = z[:n_tokens]
+    return finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc_topics, n_dk, doc_topics,
+                           topic_slot, tally, out_words, out_topics, out_counts)
+
+
+@njit(parallel=True)
+def sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, worker_bounds,
+                     alpha, burnin, samples, mh_steps, max_doc_tokens, view,
+                     out_words, out_topics, out_counts, out_n_pairs):
+    """Each worker samples a static, contiguous range of documents with its own scratch;
+    document d writes its pairs at offset token_starts[d] * samples, so the output does not
+    depend on the number of workers (as kernels/gibbs.py _sample_minibatch)."""
+    n_topics = view[6].shape[0]
+    for worker in prange(worker_bounds.shape[0] - 1):
+        # the float scratch, min(K, longest document) entries, serves as doc_cum
+        n_dk, doc_topics, topic_slot, doc_cum, _ = document_scratch(n_topics, max_doc_tokens)
+        tally = np.zeros(n_topics, np.int32)
+        z = np.zeros(max_doc_tokens, np.int32)
+        z_saved = np.zeros(max_doc_tokens * samples, np.int32)
+        for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
+            lo, hi = doc_indptr[d], doc_indptr[d + 1]
+            base = token_starts[d] * samples
+            top = token_starts[d + 1] * samples
+            out_n_pairs[d] = sample_document(
+                entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, mh_steps, doc_seeds[d], view,
+                n_dk, doc_topics, topic_slot, doc_cum, z, z_saved, tally,
+                out_words[base:top], out_topics[base:top], out_counts[base:top])
