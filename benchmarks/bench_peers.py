@@ -1,0 +1,462 @@
+"""bigtopics side by side with the topic-model libraries a user would pick instead, on one real
+corpus and one train/held-out split, every model scored by ONE evaluator.
+
+    python benchmarks/bench_peers.py                                  # Reuters, K = 100 and 1000
+    python benchmarks/bench_peers.py -k 100 --systems bigtopics,tomotopy
+    python benchmarks/bench_peers.py --store my.zarr --bigtopics-option sampler=mh --json out.json
+
+For benchmarks/RESULTS.md (both K, about 25 minutes on 2 quiet cores; everything it needs is printed):
+    .venv/bin/python benchmarks/bench_peers.py --json /tmp/peers.json
+
+Systems (the peers are the `bench` extra: pip install -e .[bench]):
+  bigtopics  Python API (train, then Trainer.resume one epoch at a time); defaults unless
+             --bigtopics-option key=value (any TrainSettings field) says otherwise
+  tomotopy   tp.LDAModel, collapsed Gibbs, train(1, workers=0) per pass (a pass = one sweep)
+  gensim     LdaMulticore(workers=cores, chunksize=--batch-size), update(corpus) per pass
+  sklearn    LatentDirichletAllocation(learning_method="online", n_jobs=-1,
+             batch_size=--batch-size), partial_fit(X) per pass
+alpha = --alpha (0.1) for every system; eta is each library's default (printed).
+
+Every (system, K) trains in its own subprocess, pass by pass, until --max-passes or until the
+next pass would end past --max-train-seconds (so every curve covers about the same time). After each scheduled pass its p(w | k) is written
+outside the timed region; afterwards every snapshot is scored: held-out log-likelihood per token
+(left-to-right, the same alpha, particles and seed for all) on the held-out documents, and mean
+UMass coherence of the top 10 words on the training store. Memory is the peak over the child's
+life of the summed PSS of its process tree (gensim's and scikit-learn's worker processes count),
+polled every 0.2 s.
+
+Two comparisons per K: equal passes (--passes) and time to quality (the cumulative training time
+at which a system's snapshot first reaches the best peer's final score, or --target; and every
+system's score at equal wall-clock budgets, by default 1/4, 1/2 and all of the shortest run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers  # noqa: E402  (benchmarks/peers.py, beside this file)
+
+REUTERS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "reuters21578" / "docs.jsonl.gz"
+PEER_MODULES = {"tomotopy": "tomotopy", "gensim": "gensim", "sklearn": "sklearn"}
+POLL_SECONDS = 0.2
+# TrainSettings fields the harness itself sets to train pass by pass on the training store.
+HARNESS_SETTINGS = ("n_topics", "epochs", "max_docs", "heldout", "heldout_every", "checkpoint_every",
+                    "keep_checkpoints")
+
+
+# -- the child: one system at one K ------------------------------------------------------------
+def child(spec: dict) -> None:
+    """Train one system pass by pass, appending one JSON line per event to spec['log']."""
+    work = Path(spec["work"])
+
+    def log(record: dict) -> None:
+        with open(spec["log"], "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    start = time.perf_counter()
+    system = peers.SYSTEM_CLASSES[spec["system"]](spec["store"], work, spec["k"], spec["alpha"], spec["seed"],
+                                                 spec["batch_size"], spec["workers"], spec["options"])
+    log({"event": "ready", "prepare_s": time.perf_counter() - start, "settings": system.settings,
+         "version": peers.library_version(spec["system"])})
+    seconds, stopped = 0.0, f"reached --max-passes {spec['max_passes']}"
+    for p in range(1, spec["max_passes"] + 1):
+        t0 = time.perf_counter()
+        system.train_pass()
+        pass_s = time.perf_counter() - t0
+        seconds += pass_s
+        last = p == spec["max_passes"] or seconds + pass_s > spec["max_seconds"]
+        snapshot = None
+        if last or p in spec["snapshot_passes"]:
+            snapshot = str(work / f"p{p:04d}.f32")
+            peers.write_snapshot(system, Path(snapshot))
+        record = {"event": "pass", "pass": p, "seconds": seconds, "pass_s": pass_s, "snapshot": snapshot}
+        if hasattr(system, "loop_seconds"):
+            record["loop_seconds"] = system.loop_seconds
+        log(record)
+        if last:
+            if p < spec["max_passes"]:
+                stopped = (f"stopped after pass {p}: another pass (~{pass_s:.0f} s) would pass "
+                           f"--max-train-seconds {spec['max_seconds']:.0f}")
+            break
+    import resource
+
+    log({"event": "done", "stopped": stopped,
+         "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+
+
+def tree_memory(proc) -> int:
+    """Summed PSS (RSS where PSS is unreadable) of a process and its descendants, in bytes."""
+    import psutil
+
+    total = 0
+    for p in [proc] + proc.children(recursive=True):
+        try:
+            try:
+                total += p.memory_full_info().pss
+            except (psutil.AccessDenied, AttributeError):
+                total += p.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def run_child(spec: dict, hard_limit_s: float) -> dict:
+    """Run one child, polling its memory; returns its log records plus peak memory and status."""
+    import psutil
+
+    Path(spec["log"]).unlink(missing_ok=True)
+    output = Path(spec["log"]).with_suffix(".out")  # a file, not a pipe: a chatty child never blocks
+    with open(output, "w") as out:
+        proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=out, stderr=out)
+    ps = psutil.Process(proc.pid)
+    peak, start, killed = 0, time.monotonic(), False
+    while proc.poll() is None:
+        try:
+            peak = max(peak, tree_memory(ps))
+        except psutil.NoSuchProcess:
+            break
+        if time.monotonic() - start > hard_limit_s:
+            for p in ps.children(recursive=True) + [ps]:  # only the processes this child started
+                try:
+                    p.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            killed = True
+            break
+        time.sleep(POLL_SECONDS)
+    proc.wait()
+    stderr = output.read_text(errors="replace")
+    records = [json.loads(line) for line in Path(spec["log"]).read_text().splitlines()] \
+        if Path(spec["log"]).exists() else []
+    out = {"peak_mem_mib": peak / 2**20, "passes": [r for r in records if r["event"] == "pass"]}
+    for r in records:
+        if r["event"] in ("ready", "done"):
+            out.update({k: v for k, v in r.items() if k != "event"})
+    if killed:
+        out["stopped"] = f"killed after {hard_limit_s:.0f} s (hard limit); passes finished before count"
+    elif proc.returncode != 0:
+        out["stopped"] = f"failed (exit {proc.returncode}): {stderr.strip().splitlines()[-1] if stderr.strip() else ''}"
+        out["stderr"] = stderr[-4000:]
+    return out
+
+
+# -- orchestration --------------------------------------------------------------------------------
+def snapshot_schedule(passes: list[int], max_passes: int) -> list[int]:
+    """Passes after which p(w|k) is saved: 1-5, then about every 25 % more, and the --passes."""
+    schedule, p = set(range(1, 6)) | set(passes), 5
+    while p < max_passes:
+        p = max(p + 1, round(p * 1.25))
+        schedule.add(p)
+    return sorted(x for x in schedule if x <= max_passes)
+
+
+def parse_options(pairs: list[str]) -> dict:
+    """--bigtopics-option key=value pairs, typed like TrainSettings' defaults."""
+    from bigtopics.trainer import TrainSettings
+
+    fields = {f.name: f for f in dataclasses.fields(TrainSettings) if f.name not in HARNESS_SETTINGS}
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in fields:
+            raise ValueError(f"--bigtopics-option {pair!r}: give key=value with a TrainSettings field "
+                             f"({', '.join(fields)}; the harness sets {', '.join(HARNESS_SETTINGS)})")
+        default = fields[key].default
+        kind = type(default) if default is not None else int
+        try:
+            options[key] = value if kind is str else kind(float(value)) if kind is int else kind(value)
+        except ValueError:
+            raise ValueError(f"--bigtopics-option {pair!r}: {key} takes a {kind.__name__}") from None
+    TrainSettings(n_topics=2, **options).validate()
+    return options
+
+
+def ensure_store(corpus: Path, cache: Path) -> Path:
+    store = cache / f"{corpus.parent.name}.zarr"
+    if not store.exists():
+        print(f"ingesting {corpus} into {store} (once)", flush=True)
+        subprocess.run([sys.executable, "-m", "bigtopics.cli", "ingest", str(corpus), "-o", str(store), "--quiet"],
+                       check=True)
+    return store
+
+
+def machine_description() -> dict:
+    import psutil
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def versions() -> dict:
+    import numba
+
+    out = {"numpy": np.__version__, "numba": numba.__version__, "bigtopics": peers.library_version("bigtopics")}
+    try:
+        rev = subprocess.run(["git", "-C", str(Path(__file__).parent), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        out["bigtopics"] += f" ({rev})" if rev else ""
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for system in PEER_MODULES:
+        out[system] = peers.library_version(system)
+    out["scipy"] = __import__("scipy").__version__ if importlib.util.find_spec("scipy") else "missing"
+    return out
+
+
+def evaluate_runs(runs: list[dict], heldout, train_store, args) -> None:
+    """Score every snapshot in place (record['heldout_loglik'], record['coherence'])."""
+    import numba
+
+    numba.set_num_threads(min(os.cpu_count() or 1, numba.config.NUMBA_NUM_THREADS))
+    n_words = peers.open_store(train_store).n_words
+    for run in runs:
+        for record in run["passes"]:
+            if record["snapshot"]:
+                p = peers.read_snapshot(record["snapshot"], run["k"], n_words)
+                record.update(peers.evaluate(p, heldout, train_store, alpha=args.alpha, particles=args.particles,
+                                             seed=args.seed, top_n=10, n_workers=os.cpu_count() or 1))
+        scored = [r for r in run["passes"] if "heldout_loglik" in r]
+        if scored:
+            print(f"  scored {run['system']:9s} K={run['k']}: "
+                  + ", ".join(f"p{r['pass']} {r['heldout_loglik']:.3f}" for r in scored), flush=True)
+
+
+# -- reporting ---------------------------------------------------------------------------------
+def at_pass(run: dict, p: int) -> dict | None:
+    return next((r for r in run["passes"] if r["pass"] == p and "heldout_loglik" in r), None)
+
+
+def first_reaching(run: dict, target: float) -> dict | None:
+    return next((r for r in run["passes"] if r.get("heldout_loglik", -np.inf) >= target), None)
+
+
+def at_budget(run: dict, budget: float) -> dict | None:
+    within = [r for r in run["passes"] if "heldout_loglik" in r and r["seconds"] <= budget]
+    return within[-1] if within else None
+
+
+def final(run: dict) -> dict | None:
+    scored = [r for r in run["passes"] if "heldout_loglik" in r]
+    return scored[-1] if scored else None
+
+
+def targets_for(k: int, given: list[str]) -> list[float]:
+    """The --target values that apply at K: 'VALUE' (every K) or 'K:VALUE'."""
+    out = []
+    for t in given:
+        scope, sep, value = t.rpartition(":")
+        try:
+            scope_k, target = (int(scope) if sep else k), float(value)
+        except ValueError:
+            raise ValueError(f"--target {t!r}: give LOGLIK or K:LOGLIK, e.g. -7.6 or 100:-7.6") from None
+        if scope_k == k:
+            out.append(target)
+    return out
+
+
+def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], dict]:
+    """The printed tables for one K and their figures."""
+    by = {r["system"]: r for r in runs if r["k"] == k}
+    base = by.get("bigtopics")
+    lines = [f"", f"=== K = {k} ===", "", "Equal passes (training time excludes corpus conversion and evaluation;"
+             " bigtopics' numba compile is the separate warm-up)", ""]
+    head = (f"{'system':9s} {'pass':>4s} {'train s':>8s} {'Mtok/s':>7s} {'peak MiB':>8s} {'heldout':>8s} "
+            f"{'coher.':>7s} {'time/bigtopics':>14s} {'ll-bigtopics':>12s}")
+    lines += [head, "-" * len(head)]
+    summary = {"equal_passes": [], "time_to_quality": {}, "budget": {}}
+    notes = ["time/bigtopics > 1: bigtopics trained faster; ll-bigtopics > 0: the system scored better than bigtopics"]
+    for p in args.passes:
+        for name, run in by.items():
+            r = at_pass(run, p)
+            b = at_pass(base, p) if base else None
+            if r is None:
+                lines.append(f"{name:9s} {p:4d}  not reached: {run.get('stopped', '?')}")
+                continue
+            ratio = f"{r['seconds'] / b['seconds']:13.2f}x" if b else f"{'-':>14s}"
+            diff = f"{r['heldout_loglik'] - b['heldout_loglik']:+12.3f}" if b else f"{'-':>12s}"
+            lines.append(f"{name:9s} {p:4d} {r['seconds']:8.1f} {n_tokens * p / r['seconds'] / 1e6:7.2f} "
+                         f"{run['peak_mem_mib']:8.0f} {r['heldout_loglik']:8.3f} {r['coherence']:7.1f} {ratio} {diff}")
+            summary["equal_passes"].append({"system": name, "pass": p, "seconds": r["seconds"],
+                                            "tokens_per_s": n_tokens * p / r["seconds"],
+                                            "peak_mem_mib": run["peak_mem_mib"],
+                                            "heldout_loglik": r["heldout_loglik"], "coherence": r["coherence"]})
+    lines += notes
+    peer_finals = {n: final(r) for n, r in by.items() if n != "bigtopics" and final(r)}
+    targets = []
+    if peer_finals:
+        best = max(peer_finals, key=lambda n: peer_finals[n]["heldout_loglik"])
+        targets.append((f"best peer final ({best} {peer_finals[best]['heldout_loglik']:.3f})",
+                        peer_finals[best]["heldout_loglik"]))
+    targets += [(f"fixed {t:.3f}", t) for t in targets_for(k, args.target)]
+    common_end = min((final(r)["seconds"] for r in by.values() if final(r)), default=None)
+    budgets = args.budget_seconds or ([common_end / 4, common_end / 2, common_end] if common_end else [])
+    lines += ["", "Time to quality: cumulative training seconds at the first saved pass reaching the target;",
+              "equal wall-clock: the score of the last saved pass within each budget "
+              f"(default budgets: 1/4, 1/2 and all of the shortest run, {common_end or 0:.1f} s)", ""]
+    head = (f"{'system':9s} {'passes':>6s} {'final':>7s} " + " ".join(f"{label:>30s}" for label, _ in targets)
+            + "".join(f" {'at ' + format(b, '.1f') + ' s':>17s}" for b in budgets))
+    lines += [head, "-" * len(head)]
+    for name, run in by.items():
+        f = final(run)
+        cells = []
+        for label, target in targets:
+            r = first_reaching(run, target)
+            cells.append(f"{(format(r['seconds'], '.1f') + ' s (pass ' + str(r['pass']) + ')') if r else 'not reached':>30s}")
+            summary["time_to_quality"].setdefault(label, {})[name] = r and r["seconds"]
+        line = (f"{name:9s} {len(run['passes']):6d} {f['heldout_loglik'] if f else float('nan'):7.3f} "
+                + " ".join(cells))
+        for b in budgets:
+            r = at_budget(run, b)
+            line += f" {format(r['heldout_loglik'], '.3f') + ' (p' + str(r['pass']) + ')' if r else 'no pass yet':>17s}"
+            summary["budget"].setdefault(str(b), {})[name] = r and r["heldout_loglik"]
+        lines.append(line)
+    lines += ["", "Curves (pass: cumulative seconds, held-out log-likelihood per token, coherence)"]
+    for name, run in by.items():
+        lines.append(f"  {name:9s} " + "  ".join(f"{r['pass']}: {r['seconds']:.1f}s {r['heldout_loglik']:.3f} "
+                                                 f"{r['coherence']:.0f}" for r in run["passes"] if "heldout_loglik" in r))
+    lines += ["", "Settings used"]
+    for name, run in by.items():
+        lines.append(f"  {name:9s} {run.get('version', '?')}: prepare {run.get('prepare_s', float('nan')):.1f} s; "
+                     + ", ".join(f"{k}={v}" for k, v in run.get("settings", {}).items())
+                     + f"; {run.get('stopped', '')}")
+    return lines, summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", help="an existing store (default: ingest Reuters-21578 once into --cache)")
+    parser.add_argument("--corpus", default=str(REUTERS), help="the jsonl.gz ingested when --store is not given")
+    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bigtopics-bench"))
+    parser.add_argument("-k", "--k", type=int, action="append", help="topics (repeatable; default 100 and 1000)")
+    parser.add_argument("--passes", default="1,3", help="equal-pass comparison points (default 1,3)")
+    parser.add_argument("--max-passes", type=int, default=500, help="passes per system at most (default 500)")
+    parser.add_argument("--max-train-seconds", type=float, default=90.0,
+                        help="per system and K: no pass is started that would end past this (default 90; "
+                             "the first pass always runs; a child is killed after 4x this or this + 600 s)")
+    parser.add_argument("--heldout-docs", type=int, default=1000)
+    parser.add_argument("--budget-seconds", type=float, action="append",
+                        help="an equal wall-clock budget (repeatable; default: 1/4, 1/2 and all of the shortest "
+                             "system's training time)")
+    parser.add_argument("--target", action="append", default=[], metavar="[K:]LOGLIK",
+                        help="a fixed held-out log-likelihood per token to reach, at every K or at K only "
+                             "(repeatable), e.g. --target 100:-7.6")
+    parser.add_argument("--systems", default=",".join(peers.SYSTEMS), help="comma-separated subset")
+    parser.add_argument("--alpha", type=float, default=0.1)
+    parser.add_argument("--batch-size", type=int, default=1024, help="minibatch documents (bigtopics, gensim, sklearn)")
+    parser.add_argument("--particles", type=int, default=10, help="left-to-right particles")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bigtopics-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a TrainSettings field for bigtopics, e.g. sampler=mh (repeatable)")
+    parser.add_argument("--json", help="write all figures to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the snapshots and runs (in --cache)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(json.loads(args.child))
+        return
+    try:
+        args.passes = sorted({int(p) for p in args.passes.split(",")})
+        if args.passes[0] < 1:
+            raise ValueError("--passes must be positive integers")
+        systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+        unknown = [s for s in systems if s not in peers.SYSTEMS]
+        if unknown:
+            raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(peers.SYSTEMS)}")
+        options = parse_options(args.bigtopics_option)
+        targets_for(0, args.target)
+    except ValueError as e:
+        parser.exit(2, f"error: {e}\n")
+    missing = [s for s in systems if s in PEER_MODULES and importlib.util.find_spec(PEER_MODULES[s]) is None]
+    for s in missing:
+        print(f"skipping {s}: not installed (pip install -e .[bench])")
+    systems = [s for s in systems if s not in missing]
+    ks = args.k or [100, 1000]
+    max_passes = max(args.max_passes, max(args.passes))
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    store = Path(args.store) if args.store else ensure_store(Path(args.corpus), cache)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load_start = os.getloadavg()
+    train_store, heldout_path = peers.prepare_split(store, args.heldout_docs, args.seed, cache)
+    heldout, unseen = peers.load_heldout(heldout_path)
+    tstore = peers.open_store(train_store)
+    work = Path(tempfile.mkdtemp(prefix="peers-", dir=cache))
+    cores = os.cpu_count() or 1
+    runs = []
+    try:
+        for k in ks:
+            for system in systems:
+                spec = {"system": system, "store": str(train_store), "work": str(work / f"{system}-k{k}"), "k": k,
+                        "alpha": args.alpha, "seed": args.seed, "batch_size": args.batch_size, "workers": cores,
+                        "options": options if system == "bigtopics" else {}, "max_passes": max_passes,
+                        "snapshot_passes": snapshot_schedule(args.passes, max_passes),
+                        "max_seconds": args.max_train_seconds, "log": str(work / f"{system}-k{k}.jsonl")}
+                Path(spec["work"]).mkdir(parents=True)
+                run = run_child(spec, hard_limit_s=max(4 * args.max_train_seconds, args.max_train_seconds + 600))
+                run.update(system=system, k=k)
+                runs.append(run)
+                last = run["passes"][-1] if run["passes"] else None
+                print(f"trained {system:9s} K={k:<5d} "
+                      + (f"{last['pass']} passes in {last['seconds']:.1f} s" if last else "no pass")
+                      + f", peak {run['peak_mem_mib']:.0f} MiB; {run.get('stopped', '')}", flush=True)
+        print("scoring every snapshot with the one evaluator", flush=True)
+        eval_start = time.perf_counter()
+        evaluate_runs(runs, heldout, train_store, args)
+        print(f"  scoring took {time.perf_counter() - eval_start:.0f} s", flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    machine = machine_description()
+    header = [
+        "",
+        f"date: {started:%Y-%m-%d %H:%M} UTC; machine: {machine['cpu']}, {machine['cores']} cores, "
+        f"{machine['ram_gib']} GiB, Python {machine['python']}",
+        f"load average (1, 5, 15 min): {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} at start, "
+        + " ".join(f"{x:.2f}" for x in os.getloadavg()) + " at end (above ~0.5 the machine was not quiet)",
+        "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
+        f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}",
+        f"corpus: {store} -> training store {train_store}: {tstore.n_docs:,} documents, {tstore.n_tokens:,} tokens, "
+        f"{tstore.n_words:,} words; held out {heldout.n_docs:,} documents (seed {args.seed}), {heldout.n_tokens:,} "
+        f"tokens scored ({unseen:,} tokens of words unseen in training dropped)",
+        "a pass: bigtopics one epoch (every document sampled burnin + samples sweeps, then a global step per "
+        "minibatch); tomotopy one Gibbs sweep; gensim and scikit-learn one online-VB pass",
+        f"evaluator: left-to-right, {args.particles} particles, no resampling, alpha {args.alpha}, seed {args.seed}; "
+        "UMass coherence of the top 10 words on the training store; memory = peak summed PSS of the process tree",
+    ]
+    print("\n".join(header))
+    figures = {}
+    for k in ks:
+        lines, figures[k] = report(runs, k, args, tstore.n_tokens)
+        print("\n".join(lines))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"header": header, "runs": runs, "summary": figures,
+                                               "machine": machine, "versions": versions()}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
