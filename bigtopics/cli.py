@@ -173,7 +173,7 @@ def demo(workdir, n_topics, epochs):
 @click.option("--max-docs", type=int, help="Stop after this many documents in all.")
 @click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024]")
 @click.option("--alpha", type=float, help="Document-topic prior.  [default: 0.1]")
-@click.option("--eta", type=float, help="Topic-word prior (0.4-0.6 give the best topics).  [default: 0.5]")
+@click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
 @click.option("--kappa", type=float, help="Learning-rate decay, rho_t = (tau0 + t)^-kappa.  [default: 0.6]")
 @click.option("--tau0", type=float, help="Learning-rate offset.  [default: 64]")
 @click.option("--burnin", type=int, help="Gibbs sweeps discarded per document.  [default: 2]")
@@ -184,6 +184,9 @@ def demo(workdir, n_topics, epochs):
 @click.option("--sampler", type=click.Choice(["buckets", "alias", "mh"]),
               help="gibbs: how a topic is drawn (four-bucket search, alias tables, Metropolis-Hastings "
                    "with alias proposals).  [default: buckets]")
+@click.option("--beta-estimate", type=click.Choice(["mean", "geometric"]),
+              help="gibbs: topic-word term of the conditional, the mean (eta + N_kw) / (V eta + N_k) or the "
+                   "paper's exp(E[log beta_kw]) (README: choosing settings).  [default: mean]")
 @click.option("--mh-steps", type=int,
               help="mh: Metropolis-Hastings steps per token, alternately word and document proposals.  [default: 2]")
 @click.option("--top-l", type=int, help="lsparse: responsibilities kept per token.  [default: 8]")

@@ -73,17 +73,14 @@ class InferSettings:
 
 
 def frozen_point_estimates(source, words: np.ndarray, eta: float) -> FrozenTopics:
-    """The sampler's frozen view of p(w | k) point estimates for ascending word ids `words`.
+    """The sampler's frozen view of p(w | k) = (eta + N[k, w]) / (V eta + N[k]) for ascending word
+    ids `words`.
 
     `source` is anything with rows(words), topic_totals() and n_words: a Model or the live
     TopicWordTable.
     """
-    words = np.asarray(words, np.int64)
-    row_indptr, row_topics, values = source.rows(words)
-    norm = np.asarray(source.topic_totals(), np.float64) + source.n_words * eta
-    row_topics = np.asarray(row_topics, np.int32)
-    return FrozenTopics(words, np.asarray(row_indptr, np.int64), row_topics,
-                        np.asarray(values, np.float64) / norm[row_topics], eta / norm)
+    return FrozenTopics.from_rows(words, *source.rows(np.asarray(words, np.int64)), source.topic_totals(), eta,
+                                  source.n_words, estimate="mean")
 
 
 def document_topic_counts(tallies, n_docs: int, n_topics: int):

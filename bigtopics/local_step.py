@@ -8,16 +8,16 @@ a distributed engine that read the store from shared storage.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .kernels.alias_gibbs import alias_view, sample_minibatch as alias_sample_minibatch
-from .kernels.gibbs import _sample_minibatch, index_rows
+from .kernels.frozen import freeze_table_rows, index_rows
+from .kernels.gibbs import _sample_minibatch
 from .kernels.rng import stream_seeds
 from .kernels.sparse_stats import merge_pairs
-from .kernels.special import digamma, exp_digamma_array
+from .kernels.special import exp_digamma, exp_digamma_array
 
 
 @dataclass
@@ -57,13 +57,17 @@ class SparseStats:
     values: np.ndarray  # float64
 
 
+BETA_ESTIMATES = ("mean", "geometric")
+
+
 @dataclass
 class FrozenTopics:
-    """exp(Elog_beta) for the words of one minibatch, split as smoothing[k] + coef[k, w].
+    """An estimate of beta[k, w] for the words of one minibatch, split as smoothing[k] + coef[k, w]
+    (kernels/frozen.py): the mean (eta + N[k,w]) / (V eta + N[k]) or the geometric mean
+    e^psi(eta + N[k,w]) / e^psi(V eta + N[k]) of q(beta_k) = Dirichlet(eta + N[k]).
 
-    Row r describes word `words[r]`: topics row_topics[row_indptr[r]:row_indptr[r+1]] and their
-    coef = (e^psi(eta + N[k,w]) - e^psi(eta)) / e^psi(V eta + N[k]); smoothing[k] =
-    e^psi(eta) / e^psi(V eta + N[k]) is dense over topics.
+    Row r describes word `words[r]`: topics row_topics[row_indptr[r]:row_indptr[r+1]] (those with
+    N[k, w] > 0) and their coef; smoothing is dense over topics.
     """
 
     words: np.ndarray  # int64 global word ids, ascending
@@ -75,12 +79,14 @@ class FrozenTopics:
     _alias_view: tuple | None = field(default=None, repr=False, compare=False)
 
     def kernel_view(self) -> tuple:
-        """The tuple the sampler kernels take (see kernels/gibbs.py), built on first use."""
+        """The tuple the sampler kernels take (kernels/frozen.py, kernels/gibbs.py), built on first use."""
         if self._view is None:
-            coef_cumsum, slot_start, slots = index_rows(self.row_indptr, self.row_topics, self.row_coef)
-            self._view = (self.row_indptr, self.row_topics, self.row_coef, coef_cumsum,
-                          self.smoothing, np.cumsum(self.smoothing), slot_start, slots)
+            self._view = self._with_index(*index_rows(self.row_indptr, self.row_topics, self.row_coef))
         return self._view
+
+    def _with_index(self, row_coef_cumsum, slot_start, slots) -> tuple:
+        return (self.row_indptr, self.row_topics, self.row_coef, row_coef_cumsum,
+                self.smoothing, np.cumsum(self.smoothing), slot_start, slots)
 
     def alias_view(self) -> tuple:
         """The tuple the alias samplers take (see kernels/alias_gibbs.py), built on first use."""
@@ -91,20 +97,28 @@ class FrozenTopics:
         return self._alias_view
 
     @classmethod
-    def from_table(cls, table, words: np.ndarray, eta: float) -> "FrozenTopics":
-        """Freeze `table` (a TopicWordTable) for the given ascending word ids."""
-        words = np.asarray(words, np.int64)
-        row_indptr, row_topics, values = table.rows(words)
-        return cls.from_rows(words, row_indptr, row_topics, values, table.topic_totals(), eta, table.n_words)
+    def from_table(cls, table, words: np.ndarray, eta: float, estimate: str = "mean") -> "FrozenTopics":
+        """Freeze `table` (a TopicWordTable) for the given ascending word ids, rows and index in
+        one parallel pass over the table (kernels/frozen.py)."""
+        words = table._check_ids(words, table.n_words, "word")
+        smoothing, topic_norm = _smoothing(table.topic_totals(), eta, table.n_words, estimate)
+        row_indptr, row_topics, row_coef, row_coef_cumsum, slot_start, slots = freeze_table_rows(
+            words, table.pi, float(eta), estimate == "geometric", topic_norm, *table.row_arrays())
+        frozen = cls(words, row_indptr, row_topics, row_coef, smoothing)
+        frozen._view = frozen._with_index(row_coef_cumsum, slot_start, slots)
+        return frozen
 
     @classmethod
-    def from_rows(cls, words, row_indptr, row_topics, values, topic_totals, eta, n_words) -> "FrozenTopics":
-        topic_norm = exp_digamma_array(np.asarray(topic_totals, np.float64) + n_words * eta)
-        e0 = math.exp(digamma(eta))
+    def from_rows(cls, words, row_indptr, row_topics, values, topic_totals, eta, n_words,
+                  estimate: str = "mean") -> "FrozenTopics":
+        """Freeze CSR rows of N (ascending word ids `words`) given the topic totals N[k]."""
+        smoothing, topic_norm = _smoothing(topic_totals, eta, n_words, estimate)
         row_topics = np.asarray(row_topics, np.int32)
-        coef = (exp_digamma_array(np.asarray(values, np.float64) + eta) - e0) / topic_norm[row_topics]
-        return cls(np.asarray(words, np.int64), np.asarray(row_indptr, np.int64), row_topics, coef,
-                   e0 / topic_norm)
+        values = np.asarray(values, np.float64)
+        if estimate == "geometric":
+            values = exp_digamma_array(values + eta) - exp_digamma(float(eta))
+        return cls(np.asarray(words, np.int64), np.asarray(row_indptr, np.int64), row_topics,
+                   values / topic_norm[row_topics], smoothing)
 
     @property
     def n_topics(self) -> int:
@@ -117,6 +131,17 @@ class FrozenTopics:
         row_of = np.zeros(int(self.words[-1]) + 1, np.int32)
         row_of[self.words] = np.arange(len(self.words), dtype=np.int32)
         return row_of[words]
+
+
+def _smoothing(topic_totals, eta: float, n_words: int, estimate: str) -> tuple[np.ndarray, np.ndarray]:
+    """(smoothing, topic_norm) of the estimate (FrozenTopics)."""
+    if estimate not in BETA_ESTIMATES:
+        raise ValueError(f"unknown estimate of beta {estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}")
+    norm = np.asarray(topic_totals, np.float64) + n_words * eta
+    if estimate == "geometric":
+        norm = exp_digamma_array(norm)
+        return exp_digamma(float(eta)) / norm, norm
+    return eta / norm, norm
 
 
 @dataclass

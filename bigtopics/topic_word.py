@@ -105,11 +105,16 @@ class TopicWordTable:
 
     def rows(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR over the given distinct word ids: (indptr, topics int32 ascending per row, N)."""
-        return self._gather(self._check_ids(words, self.n_words, "word"), self.pi)
+        return self._gather(self._check_ids(words, self.n_words, "word"), self.pi, sort=True)
 
     def to_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The whole table word-major: (indptr (V+1), topics ascending per row, N)."""
-        return self._gather(np.arange(self.n_words, dtype=np.int64), self.pi)
+        return self._gather(np.arange(self.n_words, dtype=np.int64), self.pi, sort=True)
+
+    def row_arrays(self) -> tuple:
+        """(row_start, row_capacity, row_size, pool_topics, pool_values): the rows as the table
+        kernels see them (kernels/table.py), for kernels that read the table in place."""
+        return self._row_start, self._row_capacity, self._row_size, self._pool_topics, self._pool_values
 
     def nbytes(self) -> int:
         """Bytes the table's arrays occupy (memory or disk)."""
@@ -117,9 +122,8 @@ class TopicWordTable:
                   self._pool_values, self._topic_sums)
         return int(sum(a.nbytes for a in arrays))
 
-    def _gather(self, words: np.ndarray, scale: float):
-        return gather_rows(words, scale, self._row_start, self._row_capacity, self._row_size,
-                           self._pool_topics, self._pool_values)
+    def _gather(self, words: np.ndarray, scale: float, sort: bool):
+        return gather_rows(words, scale, sort, *self.row_arrays())
 
     # -- the global step -------------------------------------------------------------------
     def update(self, words, topics, values, rho: float, scale: float) -> None:
@@ -216,8 +220,10 @@ class TopicWordTable:
 
     # -- persistence -----------------------------------------------------------------------
     def state(self) -> dict:
-        """Everything needed to rebuild the table exactly: M word-major, pi, Msum, counters."""
-        indptr, topics, stored = self._gather(np.arange(self.n_words, dtype=np.int64), 1.0)
+        """Everything needed to rebuild the table exactly: M word-major (rows in layout order, so
+        from_state puts every entry back in its slot and samplers see the rows as before), pi,
+        Msum, counters."""
+        indptr, topics, stored = self._gather(np.arange(self.n_words, dtype=np.int64), 1.0, sort=False)
         return {
             "n_topics": self.n_topics, "n_words": self.n_words, "initial_capacity": self.initial_capacity,
             "indptr": indptr, "topics": topics, "stored_values": stored,

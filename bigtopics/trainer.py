@@ -1,7 +1,7 @@
 """The training loop: stream minibatches, run the local step, take the global step.
 
 One minibatch t (Mimno, Hoffman & Blei 2012, Algorithm 1; algorithms.md section 1):
-  1. freeze exp(Elog_beta) for the minibatch's words from the topic-word table;
+  1. freeze an estimate of beta for the minibatch's words from the topic-word table (kernels/frozen.py);
   2. local step: sparse Gibbs sampling of every document (numba threads, static ranges);
   3. global step: N <- (1 - rho_t) N + rho_t (D / |B|) Nhat with rho_t = (tau0 + t)^-kappa,
      applied lazily to the hash-sparse table (scale factor pi_t, periodic resets).
@@ -32,8 +32,7 @@ import numpy as np
 from .atomic import atomic_write_bytes
 from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, load_latest_checkpoint,
                           read_checkpoint_meta, remove_temporaries, save_checkpoint)
-from .infer import frozen_point_estimates
-from .local_step import FrozenTopics, gibbs_local_step
+from .local_step import BETA_ESTIMATES, FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, rss_bytes
 from .minibatches import MinibatchStream, read_ahead, read_documents
 from .model import MODEL_NAME, write_model
@@ -56,7 +55,7 @@ class TrainSettings:
 
     n_topics: int
     alpha: float = 0.1
-    eta: float = 0.5
+    eta: float | None = None  # None: 0.5 for the paper's geometric Gibbs step, else 0.01 (default_eta)
     kappa: float = 0.6
     tau0: float = 64.0
     batch_size: int = 1024
@@ -64,6 +63,7 @@ class TrainSettings:
     samples: int = 2
     local_step: str = "gibbs"  # gibbs | vb | lsparse | scvb0 (algorithms.md sections 1-4)
     sampler: str = "buckets"  # the Gibbs draw: buckets | alias | mh (kernels/gibbs.py, kernels/alias_gibbs.py)
+    beta_estimate: str = "mean"  # gibbs: beta in the conditional, mean | geometric (kernels/frozen.py; README)
     mh_steps: int = 2  # mh: Metropolis-Hastings steps per token (alternately word and document proposals)
     top_l: int = 8  # lsparse: responsibilities kept per token
     vb_iterations: int = 100  # vb, lsparse: cap on the per-document fixed-point iterations
@@ -82,6 +82,10 @@ class TrainSettings:
     # What a resumed run may change; everything else defines the model and must stay.
     CHANGEABLE = ("epochs", "max_docs", "workers", "checkpoint_every", "keep_checkpoints", "heldout_every")
 
+    def __post_init__(self):
+        if self.eta is None:
+            self.eta = default_eta(self.local_step, self.beta_estimate)
+
     def validate(self) -> None:
         checks = [
             (self.n_topics >= 1, f"the number of topics must be at least 1 (got {self.n_topics})"),
@@ -95,6 +99,8 @@ class TrainSettings:
             (self.local_step in LOCAL_STEPS,
              f"unknown local step {self.local_step!r}; choose one of {', '.join(LOCAL_STEPS)}"),
             (self.sampler in SAMPLERS, f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}"),
+            (self.beta_estimate in BETA_ESTIMATES,
+             f"unknown estimate of beta {self.beta_estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}"),
             (self.mh_steps >= 1, f"mh-steps must be at least 1 (got {self.mh_steps})"),
             (self.top_l >= 1, f"top-l must be at least 1 (got {self.top_l}); more than K means dense"),
             (self.vb_iterations >= 1, "vb-iterations must be at least 1"),
@@ -116,6 +122,15 @@ class TrainSettings:
     @property
     def n_workers(self) -> int:
         return self.workers or os.cpu_count() or 1
+
+
+def default_eta(local_step: str, beta_estimate: str) -> float:
+    """The topic-word prior when none is given. Gibbs steps on exp(E[log beta]) need eta near 0.5:
+    e^psi(x) is explosive near 0, so a small eta lets the first topic that samples a word keep it
+    (Mimno et al. 2012 found 0.4-0.6 best). With the mean of beta, a small eta is right, as in
+    MALLET, tomotopy and gensim: eta = 0.5 puts V/2 pseudo-counts in every topic, which swamps
+    the topics of a small corpus (benchmarks/RESULTS.md, choosing the defaults)."""
+    return 0.5 if local_step == "gibbs" and beta_estimate == "geometric" else 0.01
 
 
 def parse_interval(text: str, what: str = "checkpoint interval") -> tuple[int | None, float | None]:
@@ -145,17 +160,19 @@ def heldout_documents(n_docs: int, n_heldout: int, seed: int) -> np.ndarray:
 def local_step(s: TrainSettings, table: TopicWordTable, batch, epoch: int):
     """The settings' local step on one minibatch, with the table frozen: SparseStats Nhat."""
     words = batch.distinct_words()
+    seeds = batch.doc_seeds(s.seed, epoch)
     if s.local_step == "gibbs":
-        return gibbs_local_step(batch, FrozenTopics.from_table(table, words, s.eta), batch.doc_seeds(s.seed, epoch),
+        return gibbs_local_step(batch, FrozenTopics.from_table(table, words, s.eta, s.beta_estimate), seeds,
                                 alpha=s.alpha, burnin=s.burnin, samples=s.samples, sampler=s.sampler,
                                 mh_steps=s.mh_steps, n_workers=s.n_workers)
     from . import variational
 
-    seeds = batch.doc_seeds(s.seed, epoch)  # random initial gamma / N_theta: breaks the topics' symmetry
-    if s.local_step == "scvb0":  # SCVB0 uses the point estimates (N + eta) / (N_k + V eta)
-        return variational.scvb0_local_step(batch, frozen_point_estimates(table, words, s.eta), seeds,
+    # The variational methods estimate beta as their papers do: SCVB0 by its mean, Online VB
+    # and L-sparse VB by exp(E[log beta]); their seeds start gamma / N_theta at random values.
+    if s.local_step == "scvb0":
+        return variational.scvb0_local_step(batch, FrozenTopics.from_table(table, words, s.eta, "mean"), seeds,
                                             alpha=s.alpha, burnin=s.burnin, n_workers=s.n_workers)
-    frozen = FrozenTopics.from_table(table, words, s.eta)
+    frozen = FrozenTopics.from_table(table, words, s.eta, "geometric")
     if s.local_step == "vb":
         return variational.vb_local_step(batch, frozen, seeds, alpha=s.alpha, max_iterations=s.vb_iterations,
                                          n_workers=s.n_workers)

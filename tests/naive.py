@@ -27,6 +27,16 @@ def exp_elog_beta(topic_word: np.ndarray, eta: float) -> np.ndarray:
     return np.exp(psi(eta + topic_word) - psi(n_words * eta + topic_word.sum(1))[:, None])
 
 
+def mean_beta(topic_word: np.ndarray, eta: float) -> np.ndarray:
+    """Dense E_q[beta_kw] = (eta + N_kw) / (V eta + N_k), K x V."""
+    return (eta + topic_word) / (topic_word.shape[1] * eta + topic_word.sum(1))[:, None]
+
+
+def beta_estimate(topic_word: np.ndarray, eta: float, estimate: str) -> np.ndarray:
+    """The trainer's estimate of beta: "mean" or "geometric" (exp E_q[log beta])."""
+    return mean_beta(topic_word, eta) if estimate == "mean" else exp_elog_beta(topic_word, eta)
+
+
 def gibbs_conditional(token_word: int, other_topics: np.ndarray, alpha: float, weights: np.ndarray) -> np.ndarray:
     """p(z_i = k | z_-i) ∝ (alpha + n_dk^-i) * weights[k, w_i], normalised (dense, K)."""
     n_topics = weights.shape[0]

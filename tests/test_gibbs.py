@@ -16,13 +16,13 @@ def sparse_topic_word(rng, n_topics, n_words, density=0.3):
     return dense
 
 
-def freeze(dense, eta):
+def freeze(dense, eta, estimate="geometric"):
     n_topics, n_words = dense.shape
     rows = [np.nonzero(dense[:, w])[0] for w in range(n_words)]
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
     topics = np.concatenate(rows)
     values = np.concatenate([dense[r, w] for w, r in enumerate(rows)])
-    return FrozenTopics.from_rows(np.arange(n_words), indptr, topics, values, dense.sum(1), eta, n_words)
+    return FrozenTopics.from_rows(np.arange(n_words), indptr, topics, values, dense.sum(1), eta, n_words, estimate)
 
 
 def test_digamma_matches_reference():
@@ -30,15 +30,16 @@ def test_digamma_matches_reference():
         assert digamma(x) == pytest.approx(naive.digamma(x), rel=1e-12, abs=1e-12)
 
 
-def test_frozen_topics_split_equals_dense_exp_elog_beta():
+@pytest.mark.parametrize("estimate", ["mean", "geometric"])
+def test_frozen_topics_split_equals_the_dense_estimate(estimate):
     rng = np.random.default_rng(1)
     dense = sparse_topic_word(rng, 7, 30)
-    frozen = freeze(dense, eta=0.4)
+    frozen = freeze(dense, 0.4, estimate)
     rebuilt = np.repeat(frozen.smoothing[:, None], 30, axis=1)
     for w in range(30):
         lo, hi = frozen.row_indptr[w], frozen.row_indptr[w + 1]
         rebuilt[frozen.row_topics[lo:hi], w] += frozen.row_coef[lo:hi]
-    np.testing.assert_allclose(rebuilt, naive.exp_elog_beta(dense, 0.4), rtol=1e-11)
+    np.testing.assert_allclose(rebuilt, naive.beta_estimate(dense, 0.4, estimate), rtol=1e-11)
 
 
 @pytest.mark.parametrize("doc_topic_ids", [[1, 4, 8], list(range(0, 40, 2))])

@@ -35,7 +35,7 @@ sweep. A step costs O(1): an alias draw, or one or two row-hash lookups for f_w.
 The alias view is the tuple (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals,
 smoothing, smoothing_prob, smoothing_alias, smoothing_total, slot_start, slots): the rows and
 their alias tables (kernels/alias.py) and totals, the dense table, and the rows' hash
-(kernels/gibbs.py index_rows).
+(kernels/frozen.py).
 """
 
 from __future__ import annotations
@@ -44,14 +44,16 @@ import numpy as np
 from numba import njit, prange
 
 from .alias import alias_draw, alias_table, row_alias_tables
-from .gibbs import _add_token, _first_above, _lookup, document_scratch, finish_document
+from .frozen import lookup
+from .gibbs import _add_token, _first_above, document_scratch, finish_document
+from .jit import document_kernel
 from .rng import next_uniform
 
-# As in kernels/gibbs.py, per-token helpers are inlined so that passing arrays costs nothing.
+# As in kernels/gibbs.py, per-token helpers are inlined and documents run without reference counting.
 
 
 def alias_view(row_indptr, row_topics, row_coef, smoothing, slot_start, slots) -> tuple:
-    """The alias view of one minibatch's frozen topics (the rows' hash comes from index_rows)."""
+    """The alias view of one minibatch's frozen topics (the rows' index from kernels/frozen.py)."""
     row_prob, row_alias, row_totals = row_alias_tables(row_indptr, row_coef)
     smoothing_prob, smoothing_alias, smoothing_total = alias_table(smoothing)
     return (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals,
@@ -62,7 +64,7 @@ def alias_view(row_indptr, row_topics, row_coef, smoothing, slot_start, slots) -
 def word_weight(view, w, k):
     """f_w(k) = smoothing[k] + coef[k, w], coef by the row hash."""
     row_topics, row_coef, smoothing, slot_start, slots = view[1], view[2], view[6], view[10], view[11]
-    j = _lookup(row_topics, slot_start, slots, w, k)
+    j = lookup(row_topics, slot_start, slots, w, k)
     return smoothing[k] + row_coef[j] if j >= 0 else smoothing[k]
 
 
@@ -139,7 +141,7 @@ def mh_topic(state, current, w, i, n_counted, alpha, n_steps, n_dk, z, view):
     return state, current
 
 
-@njit(cache=True)
+@document_kernel
 def sample_document(entry_words, entry_counts, alpha, burnin, samples, mh_steps, seed, view,
                     n_dk, doc_topics, topic_slot, doc_cum, z, z_saved, tally, out_words, out_topics, out_counts):
     """Sample one document like kernels/gibbs.py sample_document (sequential initialisation,
@@ -172,7 +174,9 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, mh_steps,
                 n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
                 i += 1
         if sweep >= burnin:
-            z_saved[(sweep - burnin) * n_tokens:(sweep - burnin + 1) * n_tokens] = z[:n_tokens]
+            base = (sweep - burnin) * n_tokens
+            for i in range(n_tokens):
+                z_saved[base + i] = z[i]
     return finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc_topics, n_dk, doc_topics,
                            topic_slot, tally, out_words, out_topics, out_counts)
 

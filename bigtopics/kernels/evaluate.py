@@ -1,6 +1,6 @@
 """Kernels for judging a model: held-out likelihood and topic coherence.
 
-The topics are given as a frozen view (kernels/gibbs.py) holding point estimates,
+The topics are given as a frozen view (kernels/frozen.py) holding point estimates,
 
     p(w | k) = smoothing[k] + coef[k, w],   smoothing[k] = eta / (V eta + N[k]),
                                             coef[k, w]   = N[k, w] / (V eta + N[k]),
@@ -21,11 +21,13 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .gibbs import _add_token, _lookup, document_scratch, draw_topic
+from .frozen import lookup
+from .gibbs import _add_token, document_scratch, draw_topic
+from .jit import document_kernel
 from .rng import next_uniform
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
     """sum_k (alpha + n_dk[k]) p(w | k) for local word w (n_dk may be counts or weights).
 
@@ -40,14 +42,14 @@ def word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
             shared += n_dk[row_topics[j]] * row_coef[j]
     else:
         for i in range(n_doc_topics):
-            j = _lookup(row_topics, slot_start, slots, w, doc_topics[i])
+            j = lookup(row_topics, slot_start, slots, w, doc_topics[i])
             if j >= 0:
                 shared += n_dk[doc_topics[i]] * row_coef[j]
     row = row_coef_cumsum[hi - 1] if hi > lo else 0.0
     return shared + alpha * row + doc_mass + alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
 
 
-@njit(cache=True)
+@document_kernel
 def left_to_right_document(tokens, alpha, particles, resample, seed, frozen,
                            n_dk, doc_topics, topic_slot, z, p_token, shared_cum, shared_topic):
     """log p(w) of one document by the left-to-right algorithm (Wallach et al. 2009, alg. 3).

@@ -22,8 +22,7 @@ hash, whichever is cheaper for this token. A draw therefore costs
 O(min(row length, doc topics) + doc topics + log K), never O(K).
 
 The frozen view is the tuple (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing,
-smoothing_cumsum, slot_start, slots): row_coef_cumsum is the running sum of coef within each
-row, and (slot_start, slots) the per-row hash of index_rows.
+smoothing_cumsum, slot_start, slots) of kernels/frozen.py, with smoothing's running sum added.
 """
 
 from __future__ import annotations
@@ -31,56 +30,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .frozen import lookup
+from .jit import document_kernel
 from .rng import next_uniform
 
-# The per-token helpers are inlined at numba's level: a call that passes arrays costs a pair of
-# atomic reference-count updates per array, which would dominate a draw (and make threads
-# contend on the shared arrays' counters).
-
-
-@njit(parallel=True)
-def index_rows(row_indptr, row_topics, row_coef):
-    """What a draw needs besides the rows themselves, built once per minibatch in parallel.
-
-    Returns (row_coef_cumsum, slot_start, slots): the running sum of coef within each row, and
-    per row an open-addressing hash of its topics so a (word, topic) lookup is O(1). Row r owns
-    slots [slot_start[r], slot_start[r + 1]), a power of two at least twice the row's length;
-    a slot holds the position j of an entry in the row arrays, or -1.
-    """
-    n_rows = row_indptr.shape[0] - 1
-    slot_start = np.zeros(n_rows + 1, np.int64)
-    for r in range(n_rows):
-        size = 1
-        while size < 2 * (row_indptr[r + 1] - row_indptr[r]):
-            size *= 2
-        slot_start[r + 1] = slot_start[r] + size
-    slots = np.full(slot_start[n_rows], -1, np.int32)
-    row_coef_cumsum = np.empty(row_coef.shape[0], np.float64)
-    for r in prange(n_rows):
-        base = slot_start[r]
-        mask = slot_start[r + 1] - base - 1
-        total = 0.0
-        for j in range(row_indptr[r], row_indptr[r + 1]):
-            total += row_coef[j]
-            row_coef_cumsum[j] = total
-            h = (row_topics[j] * 40503) & mask
-            while slots[base + h] >= 0:
-                h = (h + 1) & mask
-            slots[base + h] = j
-    return row_coef_cumsum, slot_start, slots
-
-
-@njit(cache=True, inline="always")
-def _lookup(row_topics, slot_start, slots, w, k):
-    """Position of topic k in word w's row, or -1."""
-    base = slot_start[w]
-    mask = slot_start[w + 1] - base - 1
-    h = (k * 40503) & mask
-    while True:
-        j = slots[base + h]
-        if j < 0 or row_topics[j] == k:
-            return j
-        h = (h + 1) & mask
+# The per-token helpers are inlined at numba's level, and the document loop runs without numba's
+# reference counting (kernels/jit.py), which would otherwise cost more than the draw.
 
 
 @njit(cache=True, inline="always")
@@ -120,7 +75,7 @@ def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, sh
     else:
         for i in range(n_doc_topics):
             k = doc_topics[i]
-            j = _lookup(row_topics, slot_start, slots, w, k)
+            j = lookup(row_topics, slot_start, slots, w, k)
             if j >= 0:
                 shared_mass += n_dk[k] * row_coef[j]
                 shared_cum[n_shared] = shared_mass
@@ -222,7 +177,7 @@ def finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc
     return n_pairs
 
 
-@njit(cache=True)
+@document_kernel
 def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, frozen,
                     n_dk, doc_topics, topic_slot, z, z_saved, shared_cum, shared_topic, tally,
                     out_words, out_topics, out_counts):
@@ -270,7 +225,9 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
                     shared_cum, shared_topic)
                 i += 1
         if sweep >= burnin:
-            z_saved[(sweep - burnin) * n_tokens:(sweep - burnin + 1) * n_tokens] = z[:n_tokens]
+            base = (sweep - burnin) * n_tokens
+            for i in range(n_tokens):
+                z_saved[base + i] = z[i]
     return finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc_topics, n_dk, doc_topics,
                            topic_slot, tally, out_words, out_topics, out_counts)
 

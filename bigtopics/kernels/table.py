@@ -41,20 +41,38 @@ def capacities_for(sizes, min_capacity):
     return out
 
 
+@njit(cache=True, inline="always")
+def home_slot(topic, capacity):
+    """Where a topic's probe starts in a segment of `capacity` slots (a power of two): the top
+    bits of a Fibonacci hash. The frozen view's lookups (kernels/frozen.py) use it too."""
+    return np.int64(((np.uint64(topic) * _FIBONACCI) >> np.uint64(32)) & np.uint64(capacity - 1))
+
+
 @njit(cache=True)
 def _find_slot(pool_topics, start, capacity, topic):
     """The slot of `topic` in the segment, or else the free slot where it belongs.
 
     Terminates because a segment is never full (load <= MAX_LOAD < 1).
     """
-    mask = np.uint64(capacity - 1)
-    offset = ((np.uint64(topic) * _FIBONACCI) >> np.uint64(32)) & mask
+    offset = home_slot(topic, capacity)
     while True:
-        slot = start + np.int64(offset)
+        slot = start + offset
         held = pool_topics[slot]
         if held == topic or held == EMPTY:
             return slot
-        offset = (offset + np.uint64(1)) & mask
+        offset = (offset + 1) & (capacity - 1)
+
+
+@njit(cache=True, inline="always")
+def layout_start(pool_topics, start, capacity):
+    """The offset where a segment's layout order begins: just after its first free slot; the
+    order then runs cyclically over the segment. Inserting a row's entries in layout order into
+    an empty segment of the same capacity puts every entry back in its slot (each probe run fills
+    from its start), which is how a checkpoint restores a table slot for slot (gather_rows)."""
+    first_free = 0
+    while pool_topics[start + first_free] != EMPTY:
+        first_free += 1
+    return (first_free + 1) & (capacity - 1)
 
 
 @njit(cache=True)
@@ -230,8 +248,9 @@ def _sort_by_topic(topics, values, lo, hi):
 
 
 @njit(parallel=True)
-def gather_rows(words, scale, row_start, row_capacity, row_size, pool_topics, pool_values):
-    """The given rows as CSR (indptr, topics ascending within a row, scale * M).
+def gather_rows(words, scale, sort, row_start, row_capacity, row_size, pool_topics, pool_values):
+    """The given rows as CSR (indptr, topics, scale * M): topics ascending within a row if
+    `sort`, else in layout order (layout_start), which fill_rows turns back into the same slots.
 
     Costs O(sum of those rows' capacities), independent of the number of topics.
     """
@@ -243,11 +262,16 @@ def gather_rows(words, scale, row_start, row_capacity, row_size, pool_topics, po
     for j in prange(words.shape[0]):
         word = words[j]
         p = indptr[j]
-        start = row_start[word]
-        for slot in range(start, start + row_capacity[word]):
+        start, capacity = row_start[word], row_capacity[word]
+        if capacity == 0:
+            continue
+        first = layout_start(pool_topics, start, capacity)
+        for i in range(capacity):
+            slot = start + ((first + i) & (capacity - 1))
             if pool_topics[slot] != EMPTY:
                 out_topics[p] = pool_topics[slot]
                 out_values[p] = scale * pool_values[slot]
                 p += 1
-        _sort_by_topic(out_topics, out_values, indptr[j], indptr[j + 1])
+        if sort:
+            _sort_by_topic(out_topics, out_values, indptr[j], indptr[j + 1])
     return indptr, out_topics, out_values

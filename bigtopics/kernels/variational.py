@@ -28,6 +28,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .jit import document_kernel
 from .rng import next_uniform
 from .special import digamma
 from .synth import log_gamma_variate
@@ -86,7 +87,7 @@ def _exp_digamma(gamma, topics, n_topics_used, out):
         out[k] = math.exp(digamma(gamma[k]))
 
 
-@njit(cache=True)
+@document_kernel
 def vb_document(entry_words, entry_counts, alpha, max_iterations, seed, row_indptr, row_topics, row_coef,
                 smoothing, gamma, phi, expected, all_topics, doc_weight, entry_scale):
     """Online VB's local fixed point for one document (Hoffman et al. 2010), dense in K.
@@ -123,7 +124,7 @@ def vb_document(entry_words, entry_counts, alpha, max_iterations, seed, row_indp
     return iterations
 
 
-@njit(cache=True)
+@document_kernel
 def scvb0_document(entry_words, entry_counts, alpha, burnin, seed, row_indptr, row_topics, row_coef,
                    smoothing, gamma, theta_weight, entry_scale):
     """SCVB0's document step (Foulds et al. 2013) with the topic statistics frozen, dense in K.
@@ -225,7 +226,7 @@ def _top_l_pass(entry_words, entry_counts, top_l, active, n_active, doc_weight, 
     return n_out
 
 
-@njit(cache=True)
+@document_kernel
 def lsparse_document(entry_words, entry_counts, alpha, top_l, max_iterations, seed, row_indptr, row_topics,
                      row_coef, smoothing, gamma, doc_weight, expected, active, coef_of, heap_weight, heap_topic,
                      out_words, out_topics, out_values):

@@ -1,0 +1,101 @@
+"""The frozen view (kernels/frozen.py): built from the table in one pass, or from CSR rows."""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from bigtopics import topic_word
+from bigtopics.kernels.frozen import lookup
+from bigtopics.local_step import FrozenTopics
+from bigtopics.topic_word import TopicWordTable
+
+from . import naive
+from .test_topic_word import random_steps
+
+K, V, ETA = 20, 300, 0.4
+
+
+@pytest.fixture(autouse=True)
+def small_pool(monkeypatch):
+    monkeypatch.setattr(topic_word, "MIN_POOL_SLOTS", 16)
+
+
+def trained_table(n_steps=60, seed=8) -> TopicWordTable:
+    table = TopicWordTable(K, V)
+    table.reset_below, table.drop_below = 1e-3, 0.05  # resets (with drops and compaction) happen
+    for step in random_steps(seed, n_steps, K, V):
+        table.update(*step)
+    assert table.n_resets >= 1
+    return table
+
+
+@njit
+def lookup_all(view, n_rows, n_topics):
+    row_topics, slot_start, slots = view[1], view[6], view[7]
+    out = np.empty((n_rows, n_topics), np.int64)
+    for r in range(n_rows):
+        for k in range(n_topics):
+            out[r, k] = lookup(row_topics, slot_start, slots, r, k)
+    return out
+
+
+def row_dicts(frozen: FrozenTopics) -> list[dict]:
+    return [dict(zip(frozen.row_topics[lo:hi].tolist(), frozen.row_coef[lo:hi].tolist()))
+            for lo, hi in zip(frozen.row_indptr[:-1], frozen.row_indptr[1:])]
+
+
+def check_view(frozen: FrozenTopics):
+    """Running sums restart per row, and every lookup finds exactly the row's topics."""
+    view = frozen.kernel_view()
+    indptr, topics, coef, cumsum = view[:4]
+    for lo, hi in zip(indptr[:-1], indptr[1:]):
+        np.testing.assert_allclose(cumsum[lo:hi], np.cumsum(coef[lo:hi]), rtol=1e-13)
+    found = lookup_all(view, len(frozen.words), frozen.n_topics)
+    for r, (lo, hi) in enumerate(zip(indptr[:-1], indptr[1:])):
+        expected = np.full(frozen.n_topics, -1)
+        expected[topics[lo:hi]] = np.arange(lo, hi)
+        np.testing.assert_array_equal(found[r], expected)
+
+
+ESTIMATES = ["mean", "geometric"]
+
+
+@pytest.mark.parametrize("estimate", ESTIMATES)
+def test_view_from_the_table_equals_the_view_from_its_rows(estimate):
+    table = trained_table()
+    words = np.flatnonzero(np.random.default_rng(0).random(V) < 0.4)  # with some empty rows
+    from_table = FrozenTopics.from_table(table, words, ETA, estimate)
+    from_rows = FrozenTopics.from_rows(words, *table.rows(words), table.topic_totals(), ETA, V, estimate)
+    np.testing.assert_allclose(from_table.smoothing, from_rows.smoothing, rtol=1e-14)
+    np.testing.assert_array_equal(from_table.row_indptr, from_rows.row_indptr)
+    for got, expected in zip(row_dicts(from_table), row_dicts(from_rows)):
+        assert got.keys() == expected.keys()
+        np.testing.assert_allclose(list(got.values()), [expected[k] for k in got], rtol=1e-12)
+    check_view(from_table)
+    check_view(from_rows)
+
+
+@pytest.mark.parametrize("estimate", ESTIMATES)
+def test_view_is_the_estimate_of_beta_of_the_dense_table(estimate):
+    table = trained_table()
+    words = np.arange(V)
+    frozen = FrozenTopics.from_table(table, words, ETA, estimate)
+    dense = np.zeros((K, V))
+    indptr, topics, values = table.to_csr()
+    dense[topics, np.repeat(words, np.diff(indptr))] = values
+    rebuilt = np.repeat(frozen.smoothing[:, None], V, axis=1)
+    for w in range(V):
+        lo, hi = frozen.row_indptr[w], frozen.row_indptr[w + 1]
+        rebuilt[frozen.row_topics[lo:hi], w] += frozen.row_coef[lo:hi]
+    np.testing.assert_allclose(rebuilt, naive.beta_estimate(dense, ETA, estimate), rtol=1e-11)
+
+
+def test_a_restored_table_freezes_to_the_identical_view():
+    """Checkpoints keep the rows' layout, so a resumed run samples exactly as before."""
+    table = trained_table()
+    restored = TopicWordTable.from_state(table.state())
+    words = np.arange(0, V, 3)
+    a = FrozenTopics.from_table(table, words, ETA, "geometric").kernel_view()
+    b = FrozenTopics.from_table(restored, words, ETA, "geometric").kernel_view()
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y, strict=True)
