@@ -15,7 +15,8 @@ Systems (the peers are the `bench` extra: pip install -e .[bench]):
   gensim     LdaMulticore(workers=cores, chunksize=--batch-size), update(corpus) per pass
   sklearn    LatentDirichletAllocation(learning_method="online", n_jobs=-1,
              batch_size=--batch-size), partial_fit(X) per pass
-alpha = --alpha (0.1) for every system; eta is each library's default (printed).
+alpha = --alpha (default 5/K, bigtopics' and MALLET's default) for every system; eta is each library's
+default (printed).
 
 Every (system, K) trains in its own subprocess, pass by pass, until --max-passes or until the
 next pass would end past --max-train-seconds (so every curve covers about the same time). After each scheduled pass its p(w | k) is written
@@ -51,6 +52,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402  (benchmarks/peers.py, beside this file)
+from bigtopics.trainer import ALPHA_SUM  # noqa: E402
 
 REUTERS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "reuters21578" / "docs.jsonl.gz"
 PEER_MODULES = {"tomotopy": "tomotopy", "gensim": "gensim", "sklearn": "sklearn"}
@@ -166,6 +168,11 @@ def snapshot_schedule(passes: list[int], max_passes: int) -> list[int]:
     return sorted(x for x in schedule if x <= max_passes)
 
 
+def alpha_for(k: int, args) -> float:
+    """The document-topic prior every system gets at K (and the evaluator uses)."""
+    return args.alpha if args.alpha else ALPHA_SUM / k
+
+
 def parse_options(pairs: list[str]) -> dict:
     """--bigtopics-option key=value pairs, typed like TrainSettings' defaults."""
     from bigtopics.trainer import TrainSettings
@@ -238,7 +245,8 @@ def evaluate_runs(runs: list[dict], heldout, train_store, args) -> None:
         for record in run["passes"]:
             if record["snapshot"]:
                 p = peers.read_snapshot(record["snapshot"], run["k"], n_words)
-                record.update(peers.evaluate(p, heldout, train_store, alpha=args.alpha, particles=args.particles,
+                record.update(peers.evaluate(p, heldout, train_store, alpha=alpha_for(run["k"], args),
+                                             particles=args.particles,
                                              seed=args.seed, top_n=10, n_workers=os.cpu_count() or 1))
         scored = [r for r in run["passes"] if "heldout_loglik" in r]
         if scored:
@@ -366,7 +374,7 @@ def main() -> None:
                         help="a fixed held-out log-likelihood per token to reach, at every K or at K only "
                              "(repeatable), e.g. --target 100:-7.6")
     parser.add_argument("--systems", default=",".join(peers.SYSTEMS), help="comma-separated subset")
-    parser.add_argument("--alpha", type=float, default=0.1)
+    parser.add_argument("--alpha", type=float, help="document-topic prior for every system (default 5/K)")
     parser.add_argument("--batch-size", type=int, default=1024, help="minibatch documents (bigtopics, gensim, sklearn)")
     parser.add_argument("--particles", type=int, default=10, help="left-to-right particles")
     parser.add_argument("--seed", type=int, default=0)
@@ -412,7 +420,7 @@ def main() -> None:
         for k in ks:
             for system in systems:
                 spec = {"system": system, "store": str(train_store), "work": str(work / f"{system}-k{k}"), "k": k,
-                        "alpha": args.alpha, "seed": args.seed, "batch_size": args.batch_size, "workers": cores,
+                        "alpha": alpha_for(k, args), "seed": args.seed, "batch_size": args.batch_size, "workers": cores,
                         "options": options if system == "bigtopics" else {}, "max_passes": max_passes,
                         "snapshot_passes": snapshot_schedule(args.passes, max_passes),
                         "max_seconds": args.max_train_seconds, "log": str(work / f"{system}-k{k}.jsonl")}
@@ -445,7 +453,7 @@ def main() -> None:
         f"tokens scored ({unseen:,} tokens of words unseen in training dropped)",
         "a pass: bigtopics one epoch (every document sampled burnin + samples sweeps, then a global step per "
         "minibatch); tomotopy one Gibbs sweep; gensim and scikit-learn one online-VB pass",
-        f"evaluator: left-to-right, {args.particles} particles, no resampling, alpha {args.alpha}, seed {args.seed}; "
+        f"evaluator: left-to-right, {args.particles} particles, no resampling, alpha {args.alpha or '5/K'}, seed {args.seed}; "
         "UMass coherence of the top 10 words on the training store; memory = peak summed PSS of the process tree",
     ]
     print("\n".join(header))

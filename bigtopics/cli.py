@@ -172,7 +172,7 @@ def demo(workdir, n_topics, epochs):
 @click.option("--epochs", type=int, help="Passes over the store.  [default: 1]")
 @click.option("--max-docs", type=int, help="Stop after this many documents in all.")
 @click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024]")
-@click.option("--alpha", type=float, help="Document-topic prior.  [default: 0.1]")
+@click.option("--alpha", type=float, help="Document-topic prior of each topic.  [default: 5/K, as MALLET]")
 @click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
 @click.option("--kappa", type=float, help="Learning-rate decay, rho_t = (tau0 + t)^-kappa.  [default: 0.6]")
 @click.option("--tau0", type=float, help="Learning-rate offset.  [default: 64]")

@@ -84,16 +84,15 @@ class FrozenTopics:
             self._view = self._with_index(*index_rows(self.row_indptr, self.row_topics, self.row_coef))
         return self._view
 
-    def _with_index(self, row_coef_cumsum, slot_start, slots) -> tuple:
+    def _with_index(self, row_coef_cumsum, slot_start, slot_topics, slot_coef) -> tuple:
         return (self.row_indptr, self.row_topics, self.row_coef, row_coef_cumsum,
-                self.smoothing, np.cumsum(self.smoothing), slot_start, slots)
+                self.smoothing, np.cumsum(self.smoothing), slot_start, slot_topics, slot_coef)
 
     def alias_view(self) -> tuple:
         """The tuple the alias samplers take (see kernels/alias_gibbs.py), built on first use."""
         if self._alias_view is None:
-            slot_start, slots = self.kernel_view()[6:]
             self._alias_view = alias_view(self.row_indptr, self.row_topics, self.row_coef, self.smoothing,
-                                          slot_start, slots)
+                                          *self.kernel_view()[6:])
         return self._alias_view
 
     @classmethod
@@ -102,10 +101,10 @@ class FrozenTopics:
         one parallel pass over the table (kernels/frozen.py)."""
         words = table._check_ids(words, table.n_words, "word")
         smoothing, topic_norm = _smoothing(table.topic_totals(), eta, table.n_words, estimate)
-        row_indptr, row_topics, row_coef, row_coef_cumsum, slot_start, slots = freeze_table_rows(
+        row_indptr, row_topics, row_coef, *index = freeze_table_rows(
             words, table.pi, float(eta), estimate == "geometric", topic_norm, *table.row_arrays())
         frozen = cls(words, row_indptr, row_topics, row_coef, smoothing)
-        frozen._view = frozen._with_index(row_coef_cumsum, slot_start, slots)
+        frozen._view = frozen._with_index(*index)
         return frozen
 
     @classmethod

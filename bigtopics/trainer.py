@@ -45,6 +45,11 @@ METRICS_NAME = "metrics.jsonl"
 TABLE_DIR = "table"
 LOCAL_STEPS = ("gibbs", "vb", "lsparse", "scvb0")
 SAMPLERS = ("buckets", "alias", "mh")
+# The default document-topic prior sums to this over the topics (alpha = 5 / K), as MALLET's. With
+# a fixed alpha, documents spread over more topics as K grows (alpha K pseudo-counts against their
+# length), which costs both held-out likelihood and sampler time (benchmarks/RESULTS.md, choosing
+# the defaults).
+ALPHA_SUM = 5.0
 # Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
 TABLE_BYTES_PER_ENTRY = 24
 
@@ -54,7 +59,7 @@ class TrainSettings:
     """Everything that defines a training run (defaults follow the paper's findings)."""
 
     n_topics: int
-    alpha: float = 0.1
+    alpha: float | None = None  # None: ALPHA_SUM / K, MALLET's convention (default_alpha)
     eta: float | None = None  # None: 0.5 for the paper's geometric Gibbs step, else 0.01 (default_eta)
     kappa: float = 0.6
     tau0: float = 64.0
@@ -83,13 +88,15 @@ class TrainSettings:
     CHANGEABLE = ("epochs", "max_docs", "workers", "checkpoint_every", "keep_checkpoints", "heldout_every")
 
     def __post_init__(self):
+        if self.alpha is None and self.n_topics >= 1:
+            self.alpha = ALPHA_SUM / self.n_topics
         if self.eta is None:
             self.eta = default_eta(self.local_step, self.beta_estimate)
 
     def validate(self) -> None:
         checks = [
             (self.n_topics >= 1, f"the number of topics must be at least 1 (got {self.n_topics})"),
-            (self.alpha > 0, f"alpha must be positive (got {self.alpha})"),
+            (self.alpha is not None and self.alpha > 0, f"alpha must be positive (got {self.alpha})"),
             (self.eta > 0, f"eta must be positive (got {self.eta})"),
             (0.5 < self.kappa <= 1, f"kappa must be in (0.5, 1] for convergence (got {self.kappa})"),
             (self.tau0 >= 0, f"tau0 must be non-negative (got {self.tau0})"),

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from .frozen import lookup
-from .gibbs import _add_token, document_scratch, draw_topic
+from .gibbs import SCAN_PER_DOC_TOPIC, _add_token, document_scratch, draw_topic
 from .jit import document_kernel
 from .rng import next_uniform
 
@@ -33,25 +33,24 @@ def word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
 
     doc_topics[:n_doc_topics] are the topics with n_dk > 0 and doc_mass = sum n_dk smoothing.
     """
-    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slots = frozen
+    (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slot_topics,
+     slot_coef) = frozen
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
     shared = 0.0
-    if hi - lo <= 4 * n_doc_topics:
+    if hi - lo <= SCAN_PER_DOC_TOPIC * n_doc_topics:
         for j in range(lo, hi):
             shared += n_dk[row_topics[j]] * row_coef[j]
     else:
         for i in range(n_doc_topics):
-            j = lookup(row_topics, slot_start, slots, w, doc_topics[i])
-            if j >= 0:
-                shared += n_dk[doc_topics[i]] * row_coef[j]
+            shared += n_dk[doc_topics[i]] * lookup(slot_start, slot_topics, slot_coef, w, doc_topics[i])
     row = row_coef_cumsum[hi - 1] if hi > lo else 0.0
     return shared + alpha * row + doc_mass + alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
 
 
 @document_kernel
 def left_to_right_document(tokens, alpha, particles, resample, seed, frozen,
-                           n_dk, doc_topics, topic_slot, z, p_token, shared_cum, shared_topic):
+                           n_dk, doc_topics, topic_slot, z, p_token, word_cum, word_topic):
     """log p(w) of one document by the left-to-right algorithm (Wallach et al. 2009, alg. 3).
 
     tokens are local word ids in reading order (shuffled by the caller's stream for a bag of
@@ -79,14 +78,14 @@ def left_to_right_document(tokens, alpha, particles, resample, seed, frozen,
                     doc_mass -= smoothing[k]
                     state, u = next_uniform(state)
                     k = draw_topic(u, tokens[m], alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
-                                   frozen, shared_cum, shared_topic)
+                                   frozen, word_cum, word_topic)
                     z[m] = k
                     n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
                     doc_mass += smoothing[k]
             w = tokens[n]
             p_token[n] += word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen) / (n + total_alpha)
             state, u = next_uniform(state)
-            k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, shared_cum, shared_topic)
+            k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum, word_topic)
             z[n] = k
             n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
             doc_mass += smoothing[k]
@@ -123,7 +122,7 @@ def left_to_right_batch(doc_indptr, entry_words, entry_counts, doc_seeds, worker
     number of workers)."""
     n_topics = frozen[4].shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
-        n_dk, doc_topics, topic_slot, shared_cum, shared_topic = document_scratch(n_topics, max_row)
+        n_dk, doc_topics, topic_slot, word_cum, word_topic = document_scratch(n_topics, max_row)
         tokens = np.zeros(max_doc_tokens, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
         p_token = np.zeros(max_doc_tokens, np.float64)
@@ -134,7 +133,7 @@ def left_to_right_batch(doc_indptr, entry_words, entry_counts, doc_seeds, worker
                 n += entry_counts[e]
             state = shuffled_tokens(entry_words[lo:hi], entry_counts[lo:hi], doc_seeds[d], tokens)
             out_loglik[d] = left_to_right_document(tokens[:n], alpha, particles, resample, state, frozen, n_dk,
-                                                   doc_topics, topic_slot, z, p_token, shared_cum, shared_topic)
+                                                   doc_topics, topic_slot, z, p_token, word_cum, word_topic)
 
 
 @njit(cache=True)

@@ -4,8 +4,8 @@ For the minibatch's words (rows r = 0, 1, ...) the view holds, as CSR over rows,
 
     row_topics[j], row_coef[j]   the topics k with N[k, w] > 0 and their coefficients
     row_coef_cumsum[j]           the running sum of row_coef within the row
-    slot_start, slots            per row an open-addressing index topic -> j, so that a
-                                 (word, topic) lookup is O(1)
+    slot_start, slot_topics,     per row an open-addressing table topic -> coef, so that a
+    slot_coef                    (word, topic) lookup is O(1) and reads one slot
 
 plus dense per-topic terms (smoothing[k]) that the callers add, so that smoothing[k] + coef[k, w]
 estimates beta[k, w] under q(beta_k) = Dirichlet(eta + N[k]) either by its mean (as CVB0, SCVB0
@@ -22,10 +22,11 @@ or by its geometric mean (Mimno et al. 2012, eq. 9)
 
 In both, coef[k, w] > 0 only where N[k, w] > 0.
 
-A row's index has a power-of-two number of slots at most MAX_LOAD full, probed linearly from
-home_slot: the topic-word table's own layout (kernels/table.py). freeze_table_rows therefore
-copies a table row's index slot for slot while it computes the coefficients, in one parallel
-pass over the rows; index_rows builds the same structure from CSR rows (a model on disk).
+A row's table has a power-of-two number of slots at most MAX_LOAD full (slot_topics -1 where
+free), probed linearly from home_slot: the topic-word table's own layout (kernels/table.py).
+freeze_table_rows therefore copies a table row slot for slot while it computes the
+coefficients, in one parallel pass over the rows; index_rows builds the same structure from CSR
+rows (a model on disk).
 """
 
 from __future__ import annotations
@@ -41,16 +42,14 @@ MIN_INDEX_SLOTS = 2
 
 
 @njit(cache=True, inline="always")
-def lookup(row_topics, slot_start, slots, r, k):
-    """Position j of topic k in row r, or -1."""
+def lookup(slot_start, slot_topics, slot_coef, r, k):
+    """coef[k, w] of row r's word, 0.0 where topic k is not in the row."""
     base = slot_start[r]
     capacity = slot_start[r + 1] - base
     h = home_slot(k, capacity)
-    while True:
-        j = slots[base + h]
-        if j < 0 or row_topics[j] == k:
-            return j
+    while slot_topics[base + h] != k and slot_topics[base + h] >= 0:
         h = (h + 1) & (capacity - 1)
+    return slot_coef[base + h] if slot_topics[base + h] == k else 0.0
 
 
 @njit(cache=True)
@@ -66,10 +65,12 @@ def _index_capacities(sizes):
 
 @njit(parallel=True)
 def index_rows(row_indptr, row_topics, row_coef):
-    """The running sums and the lookup index of CSR rows: (row_coef_cumsum, slot_start, slots)."""
+    """The running sums and the lookup tables of CSR rows:
+    (row_coef_cumsum, slot_start, slot_topics, slot_coef)."""
     n_rows = row_indptr.shape[0] - 1
     slot_start = _index_capacities(row_indptr[1:] - row_indptr[:-1])
-    slots = np.full(slot_start[n_rows], -1, np.int32)
+    slot_topics = np.full(slot_start[n_rows], -1, np.int32)
+    slot_coef = np.zeros(slot_start[n_rows], np.float64)
     row_coef_cumsum = np.empty(row_coef.shape[0], np.float64)
     for r in prange(n_rows):
         base = slot_start[r]
@@ -79,22 +80,23 @@ def index_rows(row_indptr, row_topics, row_coef):
             total += row_coef[j]
             row_coef_cumsum[j] = total
             h = home_slot(row_topics[j], capacity)
-            while slots[base + h] >= 0:
+            while slot_topics[base + h] >= 0:
                 h = (h + 1) & (capacity - 1)
-            slots[base + h] = j
-    return row_coef_cumsum, slot_start, slots
+            slot_topics[base + h] = row_topics[j]
+            slot_coef[base + h] = row_coef[j]
+    return row_coef_cumsum, slot_start, slot_topics, slot_coef
 
 
 @njit(parallel=True)
 def freeze_table_rows(words, pi, eta, geometric, topic_norm, row_start, row_capacity, row_size, pool_topics,
                       pool_values):
     """The frozen view of table rows `words` (N = pi M) in one pass: (row_indptr, row_topics,
-    row_coef, row_coef_cumsum, slot_start, slots) with coef = N / topic_norm[k], or if
+    row_coef, row_coef_cumsum, slot_start, slot_topics, slot_coef) with coef = N / topic_norm[k], or if
     `geometric` (e^psi(eta + N) - e^psi(eta)) / topic_norm[k]; topic_norm is the matching
     V eta + N[k] or e^psi(V eta + N[k]).
 
-    Entries come in the table's layout order and each row's index mirrors its segment, so the
-    view depends only on the table's contents and layout, which checkpoints preserve.
+    Entries come in the table's layout order and each row's lookup table mirrors its segment, so
+    the view depends only on the table's contents and layout, which checkpoints preserve.
     """
     e0 = exp_digamma(eta)
     n_rows = words.shape[0]
@@ -106,12 +108,13 @@ def freeze_table_rows(words, pi, eta, geometric, topic_norm, row_start, row_capa
     row_topics = np.empty(row_indptr[n_rows], np.int32)
     row_coef = np.empty(row_indptr[n_rows], np.float64)
     row_coef_cumsum = np.empty(row_indptr[n_rows], np.float64)
-    slots = np.empty(slot_start[n_rows], np.int32)
+    slot_topics = np.empty(slot_start[n_rows], np.int32)
+    slot_coef = np.zeros(slot_start[n_rows], np.float64)
     for r in prange(n_rows):
         w = words[r]
         start, capacity, base = row_start[w], row_capacity[w], slot_start[r]
         if capacity == 0:
-            slots[base] = -1
+            slot_topics[base] = -1
             continue
         first = layout_start(pool_topics, start, capacity)
         j = row_indptr[r]
@@ -119,8 +122,8 @@ def freeze_table_rows(words, pi, eta, geometric, topic_norm, row_start, row_capa
         for i in range(capacity):
             offset = (first + i) & (capacity - 1)
             k = pool_topics[start + offset]
+            slot_topics[base + offset] = k  # EMPTY is -1
             if k == EMPTY:
-                slots[base + offset] = -1
                 continue
             n = pi * pool_values[start + offset]
             coef = ((exp_digamma(eta + n) - e0) if geometric else n) / topic_norm[k]
@@ -128,6 +131,6 @@ def freeze_table_rows(words, pi, eta, geometric, topic_norm, row_start, row_capa
             row_topics[j] = k
             row_coef[j] = coef
             row_coef_cumsum[j] = total
-            slots[base + offset] = j
+            slot_coef[base + offset] = coef
             j += 1
-    return row_indptr, row_topics, row_coef, row_coef_cumsum, slot_start, slots
+    return row_indptr, row_topics, row_coef, row_coef_cumsum, slot_start, slot_topics, slot_coef

@@ -3,26 +3,27 @@
 Within a minibatch the topic-word statistics N are fixed, so the conditional of token i of
 document d (word w) is
 
-    p(z_i = k | z_-i) ∝ (alpha + n_dk) * exp(Elog_beta[k, w])
+    p(z_i = k | z_-i) ∝ (alpha + n_dk) * beta[k, w]
                       = (alpha + n_dk) * (smoothing[k] + coef[k, w])
 
-with smoothing[k] = e^psi(eta) / e^psi(V eta + N[k]) dense over topics and
-coef[k, w] = (e^psi(eta + N[k,w]) - e^psi(eta)) / e^psi(V eta + N[k]) > 0 only where N[k,w] > 0
-(algorithms.md, section 1). The mass splits into four buckets (after Mimno et al. 2012, appendix A):
+with beta estimated from N by its mean or geometric mean (kernels/frozen.py): smoothing[k] dense
+over topics, coef[k, w] > 0 only where N[k,w] > 0 (algorithms.md, section 1). The mass splits
+into buckets (after Mimno et al. 2012, appendix A):
 
-    shared = sum_{k: N[k,w] > 0, n_dk > 0} n_dk coef[k,w]   topics of both word and document
-    row    = alpha * sum_{k: N[k,w] > 0} coef[k,w]           fixed for the minibatch
+    word   = sum_{k: N[k,w] > 0} (alpha + n_dk) coef[k,w]    the word's row
     doc    = sum_{k: n_dk > 0} n_dk smoothing[k]             kept incrementally
     static = alpha * sum_k smoothing[k]                      fixed for the minibatch
 
-The two fixed buckets are drawn by binary search over prefix sums computed once per minibatch
-(the exact, static counterpart of Li et al.'s alias tables). The shared bucket is found either
-by scanning the word's row and reading n_dk, or by looking each document topic up in a per-row
-hash, whichever is cheaper for this token. A draw therefore costs
+A short row (at most SCAN_PER_DOC_TOPIC times the document's topics) is summed in one
+branch-free pass. A long row splits its bucket into shared = sum n_dk coef[k,w] over the
+document's topics, each looked up in the row's index, and alpha * sum coef[k,w], fixed for the
+minibatch and drawn from prefix sums. The static bucket is drawn from prefix sums too (the exact,
+static counterpart of Li et al.'s alias tables). A draw therefore costs
 O(min(row length, doc topics) + doc topics + log K), never O(K).
 
 The frozen view is the tuple (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing,
-smoothing_cumsum, slot_start, slots) of kernels/frozen.py, with smoothing's running sum added.
+smoothing_cumsum, slot_start, slot_topics, slot_coef) of kernels/frozen.py, with smoothing's
+running sum added.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from .rng import next_uniform
 
 # The per-token helpers are inlined at numba's level, and the document loop runs without numba's
 # reference counting (kernels/jit.py), which would otherwise cost more than the draw.
+
+
+# A branch-free row pass step costs about 1/16 of a lookup (measured, benchmarks/RESULTS.md).
+SCAN_PER_DOC_TOPIC = 16
 
 
 @njit(cache=True, inline="always")
@@ -52,53 +57,56 @@ def _first_above(cumulative, lo, hi, target):
 
 
 @njit(cache=True, inline="always")
-def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, shared_cum, shared_topic):
-    """Draw a topic for one token of word w from the four-bucket conditional, given u ~ U[0,1).
+def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum, word_topic):
+    """Draw a topic for one token of word w from the bucketed conditional, given u ~ U[0,1).
 
     n_dk, doc_topics[:n_doc_topics] and doc_mass (= sum n_dk smoothing) must already exclude
-    the token being resampled. shared_cum / shared_topic are scratch of at least
-    min(K, longest row) entries.
+    the token being resampled. word_cum / word_topic are scratch of at least min(K, longest row)
+    entries.
     """
-    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slots = frozen
+    (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slot_topics,
+     slot_coef) = frozen
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
-    n_shared = 0
-    shared_mass = 0.0
-    if hi - lo <= 4 * n_doc_topics:  # a scan step is ~4x cheaper than a hash lookup
-        for j in range(lo, hi):
-            n = n_dk[row_topics[j]]
-            if n > 0:
-                shared_mass += n * row_coef[j]
-                shared_cum[n_shared] = shared_mass
-                shared_topic[n_shared] = row_topics[j]
-                n_shared += 1
-    else:
-        for i in range(n_doc_topics):
-            k = doc_topics[i]
-            j = lookup(row_topics, slot_start, slots, w, k)
-            if j >= 0:
-                shared_mass += n_dk[k] * row_coef[j]
-                shared_cum[n_shared] = shared_mass
-                shared_topic[n_shared] = k
-                n_shared += 1
-    row_mass = alpha * row_coef_cumsum[hi - 1] if hi > lo else 0.0
     static_mass = alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
-    x = u * (shared_mass + row_mass + doc_mass + static_mass)
-    if x < shared_mass:
-        return shared_topic[_first_above(shared_cum, 0, n_shared, x)]
-    x -= shared_mass
-    if x < row_mass:
-        return row_topics[_first_above(row_coef_cumsum, lo, hi, x / alpha)]
-    x -= row_mass
-    if n_doc_topics > 0 and x < doc_mass:
+    k = -1
+    if hi - lo <= SCAN_PER_DOC_TOPIC * n_doc_topics:
+        word_mass = 0.0
+        for j in range(lo, hi):
+            word_mass += (alpha + n_dk[row_topics[j]]) * row_coef[j]
+            word_cum[j - lo] = word_mass
+        x = u * (word_mass + doc_mass + static_mass)
+        if x < word_mass:
+            k = row_topics[lo + _first_above(word_cum, 0, hi - lo, x)]
+        x -= word_mass
+    else:
+        n_shared = 0
+        shared_mass = 0.0
         for i in range(n_doc_topics):
-            k = doc_topics[i]
-            x -= n_dk[k] * smoothing[k]
+            t = doc_topics[i]
+            c = lookup(slot_start, slot_topics, slot_coef, w, t)
+            if c > 0.0:
+                shared_mass += n_dk[t] * c
+                word_cum[n_shared] = shared_mass
+                word_topic[n_shared] = t
+                n_shared += 1
+        row_mass = alpha * row_coef_cumsum[hi - 1] if hi > lo else 0.0
+        x = u * (shared_mass + row_mass + doc_mass + static_mass)
+        if x < shared_mass:
+            k = word_topic[_first_above(word_cum, 0, n_shared, x)]
+        elif x < shared_mass + row_mass:
+            k = row_topics[_first_above(row_coef_cumsum, lo, hi, (x - shared_mass) / alpha)]
+        x -= shared_mass + row_mass
+    if k < 0 and x < doc_mass and n_doc_topics > 0:
+        k = doc_topics[n_doc_topics - 1]  # if rounding carries x just past the end
+        for i in range(n_doc_topics):
+            x -= n_dk[doc_topics[i]] * smoothing[doc_topics[i]]
             if x < 0.0:
-                return k
-        return doc_topics[n_doc_topics - 1]  # rounding carried x just past the end
-    x -= doc_mass
-    return _first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], x / alpha)
+                k = doc_topics[i]
+                break
+    if k < 0:
+        k = _first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], (x - doc_mass) / alpha)
+    return k
 
 
 @njit(cache=True, inline="always")
@@ -121,13 +129,13 @@ def _add_token(k, delta, n_dk, doc_topics, topic_slot, n_doc_topics):
 
 @njit(cache=True, inline="always")
 def _draw_and_count(state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics, doc_mass, frozen,
-                    shared_cum, shared_topic):
+                    word_cum, word_topic):
     """Draw a topic for a token of word w (not counted in n_dk) and count it.
 
     Returns (state, topic, n_doc_topics, doc_mass).
     """
     state, u = next_uniform(state)
-    k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, shared_cum, shared_topic)
+    k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum, word_topic)
     n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
     return state, k, n_doc_topics, doc_mass + frozen[4][k]
 
@@ -135,7 +143,7 @@ def _draw_and_count(state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics,
 @njit(cache=True)
 def document_scratch(n_topics, max_row):
     """Per-worker state of the document being sampled: (n_dk, doc_topics, topic_slot,
-    shared_cum, shared_topic), clean (n_dk = 0, topic_slot = -1)."""
+    word_cum, word_topic), clean (n_dk = 0, topic_slot = -1)."""
     scratch = max(1, min(max_row, n_topics))
     return (np.zeros(n_topics, np.int32), np.zeros(n_topics, np.int32), np.full(n_topics, -1, np.int32),
             np.zeros(scratch, np.float64), np.zeros(scratch, np.int32))
@@ -179,7 +187,7 @@ def finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc
 
 @document_kernel
 def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, frozen,
-                    n_dk, doc_topics, topic_slot, z, z_saved, shared_cum, shared_topic, tally,
+                    n_dk, doc_topics, topic_slot, z, z_saved, word_cum, word_topic, tally,
                     out_words, out_topics, out_counts):
     """Gibbs-sample one document and emit its sufficient statistics.
 
@@ -205,7 +213,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
         for _ in range(entry_counts[e]):
             state, z[i], n_doc_topics, doc_mass = _draw_and_count(
                 state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics, doc_mass, frozen,
-                shared_cum, shared_topic)
+                word_cum, word_topic)
             i += 1
 
     for sweep in range(burnin + samples):
@@ -222,7 +230,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
                 doc_mass -= smoothing[z[i]]
                 state, z[i], n_doc_topics, doc_mass = _draw_and_count(
                     state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics, doc_mass, frozen,
-                    shared_cum, shared_topic)
+                    word_cum, word_topic)
                 i += 1
         if sweep >= burnin:
             base = (sweep - burnin) * n_tokens
@@ -243,7 +251,7 @@ def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_s
     """
     n_topics = frozen[4].shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
-        n_dk, doc_topics, topic_slot, shared_cum, shared_topic = document_scratch(n_topics, max_row)
+        n_dk, doc_topics, topic_slot, word_cum, word_topic = document_scratch(n_topics, max_row)
         tally = np.zeros(n_topics, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
         z_saved = np.zeros(max_doc_tokens * samples, np.int32)
@@ -253,5 +261,5 @@ def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_s
             top = token_starts[d + 1] * samples
             out_n_pairs[d] = sample_document(
                 entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, doc_seeds[d], frozen,
-                n_dk, doc_topics, topic_slot, z, z_saved, shared_cum, shared_topic, tally,
+                n_dk, doc_topics, topic_slot, z, z_saved, word_cum, word_topic, tally,
                 out_words[base:top], out_topics[base:top], out_counts[base:top])
