@@ -5,79 +5,62 @@ score against training time, on the same corpus, split and evaluator.
     python benchmarks/bench_local_steps.py -k 100 -k 1000 --steps gibbs,vb --curve-k 0
 
 A step is `gibbs` (the default sampler), `gibbs:<sampler>` (buckets, alias, mh), `vb`, `lsparse`
-(--top-l) or `scvb0`. Every configuration runs in a fresh process (its own peak RSS and numba
-compile). Part 1 trains `--warm` documents, then times `--docs` more (fewer when a configuration
-is slow: at least one minibatch, at most `--max-seconds`). Part 2 trains each step at K =
-`--curve-k` for `--curve-seconds` of training time and scores the run's held-out documents
-(left-to-right, the trainer's own evaluator) every few minibatches, outside the timing.
+(--top-l) or `scvb0`. Part 1 times each step at each K with bench_train.py's machinery (a warm-up
+run of `--warm` documents checkpoints, then a fresh process resumes it and trains `--docs` more
+on all cores, kernels compiled beforehand). Part 2 trains each step at K = `--curve-k` for
+`--curve-seconds` of training time and scores the run's held-out documents (left-to-right, the
+trainer's own evaluator, the same for every step) every few minibatches, outside the timing.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_train import run_child as run_train_child  # noqa: E402
+
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "reuters21578" / "docs.jsonl.gz"
 STEPS = "gibbs:buckets,gibbs:alias,gibbs:mh,lsparse,scvb0,vb"
 
 
-def settings_for(step: str, k: int, **extra):
-    from bigtopics.trainer import TrainSettings
-
+def step_options(step: str, top_l: int) -> dict:
     local, _, sampler = step.partition(":")
-    fields = {"local_step": local, **({"sampler": sampler} if sampler else {})}
-    return TrainSettings(n_topics=k, epochs=1000, checkpoint_every="1000000", **fields, **extra)
+    return {"local_step": local, "top_l": top_l, **({"sampler": sampler} if sampler else {})}
 
 
-def child(mode: str, store: str, step: str, k: int, docs: int, warm: int, max_seconds: float, batch_size: int,
-          heldout: int, score_every: int, top_l: int) -> dict:
-    from bigtopics.memory import peak_rss_bytes
-    from bigtopics.trainer import Trainer
+def curve_child(store: str, step: str, k: int, batch_size: int, top_l: int, heldout: int, score_every: int,
+                max_seconds: float) -> dict:
+    """Train one step for max_seconds of loop time, scoring the held-out documents as it goes."""
+    from bigtopics.minibatches import read_ahead
+    from bigtopics.trainer import TrainSettings, Trainer
+    from peers import compile_kernels
 
+    settings = TrainSettings(n_topics=k, batch_size=batch_size, heldout=heldout, epochs=1_000_000,
+                             checkpoint_every="1000000", **step_options(step, top_l))
+    compile_kernels(store, settings)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = settings_for(step, k, batch_size=batch_size, top_l=top_l,
-                                heldout=heldout if mode == "curve" else 0)
         trainer = Trainer(store, Path(tmp) / "run", settings, quiet=True)
         trainer.start()
-        batches = (b for epoch in range(settings.epochs) for b in trainer.stream.epoch(epoch))
-        first = time.perf_counter()
-        trainer.step(next(batches), 0)
-        compile_seconds = time.perf_counter() - first
-        if mode == "speed":
-            while trainer.state.docs_seen < warm:
-                trainer.step(next(batches), 0)
-            docs0, tokens0 = trainer.state.docs_seen, trainer.state.tokens_seen
-            start = time.perf_counter()
-            while trainer.state.docs_seen < docs0 + docs and time.perf_counter() - start < max_seconds:
-                trainer.step(next(batches), 0)
-            seconds = time.perf_counter() - start
-            n_docs, n_tokens = trainer.state.docs_seen - docs0, trainer.state.tokens_seen - tokens0
-            return {"step": step, "k": k, "docs": n_docs, "tokens": n_tokens, "seconds": seconds,
-                    "s_per_10k_docs": seconds / n_docs * 10_000, "tokens_per_s": n_tokens / seconds,
-                    "first_minibatch_s": compile_seconds, "table_entries": trainer.table.n_entries,
-                    "peak_rss_mib": peak_rss_bytes(include_children=False) / 2**20}
+        batches = ((e, b) for e in itertools.count() for b in read_ahead(trainer.stream.epoch(e)))
         curve, seconds = [], 0.0
         while seconds < max_seconds:
             start = time.perf_counter()
             for _ in range(score_every):
-                trainer.step(next(batches), 0)
+                epoch, batch = next(batches)
+                trainer.step(batch, epoch)
             seconds += time.perf_counter() - start
             curve.append((round(seconds, 2), trainer.state.docs_seen, trainer.heldout_score()))
         return {"step": step, "k": k, "curve": curve}
-
-
-def run_child(spec: dict) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True)
-    if out.returncode != 0:
-        return {"step": spec["step"], "k": spec["k"], "error": out.stderr.strip().splitlines()[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def ensure_store(corpus: Path, cache: Path) -> Path:
@@ -86,6 +69,20 @@ def ensure_store(corpus: Path, cache: Path) -> Path:
         subprocess.run([sys.executable, "-m", "bigtopics.cli", "ingest", str(corpus), "-o", str(store), "--quiet"],
                        check=True)
     return store
+
+
+def speed(store: str, step: str, k: int, args, work: Path) -> dict:
+    """Warm-up, then one timed run on all cores (bench_train.py), or the error that stopped it."""
+    run = work / f"{step.replace(':', '-')}-k{k}"
+    try:
+        warm = run_train_child("warm", {"store": store, "run": str(run), "k": k, "warm": args.warm,
+                                        "batch_size": args.batch_size, "options": step_options(step, args.top_l)})
+        timed = run_train_child("timed", {"run": str(run), "workers": os.cpu_count() or 1, "docs": args.docs})
+    except subprocess.CalledProcessError as e:
+        return {"step": step, "k": k, "error": (e.stderr or "").strip().splitlines()[-1:] or [str(e)]}
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+    return {"step": step, "k": k, **warm, **timed}
 
 
 def main() -> None:
@@ -97,7 +94,6 @@ def main() -> None:
     parser.add_argument("--steps", default=STEPS, help=f"comma-separated (default {STEPS})")
     parser.add_argument("--docs", type=int, default=4096, help="documents timed per configuration")
     parser.add_argument("--warm", type=int, default=2048, help="documents trained before timing")
-    parser.add_argument("--max-seconds", type=float, default=60.0, help="cap on the timed part")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--top-l", type=int, default=8)
     parser.add_argument("--curve-k", type=int, default=500, help="K of the held-out curves (0: skip them)")
@@ -108,31 +104,33 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(**json.loads(args.child))))
+        print(json.dumps(curve_child(**json.loads(args.child))))
         return
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     store = args.store or str(ensure_store(Path(args.corpus), cache))
     steps = args.steps.split(",")
-    common = {"store": store, "docs": args.docs, "warm": args.warm, "batch_size": args.batch_size,
-              "heldout": args.heldout, "score_every": args.score_every, "top_l": args.top_l}
     print(f"{time.strftime('%Y-%m-%d %H:%M')}  {platform.machine()}, {os.cpu_count()} cores; store {store}; "
           f"batch {args.batch_size}, top-l {args.top_l}; command: {' '.join(sys.argv)}", flush=True)
-    speed = []
-    for k in args.topics or [100, 500, 1000, 2000]:
-        for step in steps:
-            r = run_child({**common, "mode": "speed", "step": step, "k": k, "max_seconds": args.max_seconds})
-            speed.append(r)
-            if "error" in r:
-                print(f"K={k:5d} {step:14s} failed: {r['error']}", flush=True)
-                continue
-            print(f"K={k:5d} {step:14s} {r['s_per_10k_docs']:8.2f} s/10k docs  {r['tokens_per_s']:>10,.0f} tokens/s  "
-                  f"({r['docs']:,} docs timed)  first minibatch {r['first_minibatch_s']:5.1f} s  "
-                  f"table {r['table_entries']:>10,}  peak RSS {r['peak_rss_mib']:,.0f} MiB", flush=True)
-    ks = sorted({r["k"] for r in speed if "error" not in r})
-    print("\ntime per 10k documents relative to the same step at K=%d:" % ks[0])
+    work = Path(tempfile.mkdtemp(prefix="bench-local-steps-", dir=cache))
+    results = []
+    try:
+        for k in args.topics or [100, 500, 1000, 2000]:
+            for step in steps:
+                r = speed(store, step, k, args, work)
+                results.append(r)
+                if "error" in r:
+                    print(f"K={k:5d} {step:14s} failed: {r['error']}", flush=True)
+                    continue
+                print(f"K={k:5d} {step:14s} {r['s_per_10k_docs']:8.2f} s/10k docs  {r['tokens_per_s']:>10,.0f} "
+                      f"tokens/s  first minibatch {r['first_minibatch_s']:5.1f} s  table {r['table_entries']:>10,}  "
+                      f"peak RSS {r['peak_rss_mib']:,.0f} MiB", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ks = sorted({r["k"] for r in results if "error" not in r})
+    print(f"\ntime per 10k documents relative to the same step at K={ks[0]}:")
     for step in steps:
-        by_k = {r["k"]: r["s_per_10k_docs"] for r in speed if r["step"] == step and "error" not in r}
+        by_k = {r["k"]: r["s_per_10k_docs"] for r in results if r["step"] == step and "error" not in r}
         if ks[0] in by_k:
             print(f"  {step:14s} " + "  ".join(f"K={k}: {by_k[k] / by_k[ks[0]]:.2f}x" for k in ks if k in by_k))
     curves = []
@@ -140,15 +138,19 @@ def main() -> None:
         print(f"\nheld-out log-likelihood per token against training seconds, K={args.curve_k}, "
               f"{args.heldout} held-out documents:")
         for step in steps:
-            r = run_child({**common, "mode": "curve", "step": step, "k": args.curve_k,
-                           "max_seconds": args.curve_seconds})
-            curves.append(r)
-            if "error" in r:
-                print(f"  {step:14s} failed: {r['error']}")
+            spec = {"store": store, "step": step, "k": args.curve_k, "batch_size": args.batch_size,
+                    "top_l": args.top_l, "heldout": args.heldout, "score_every": args.score_every,
+                    "max_seconds": args.curve_seconds}
+            out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True,
+                                 text=True)
+            if out.returncode != 0:
+                print(f"  {step:14s} failed: {out.stderr.strip().splitlines()[-1:]}")
                 continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            curves.append(r)
             print(f"  {step:14s} " + "  ".join(f"{s:.0f}s:{h:.3f}" for s, _, h in r["curve"]), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"speed": speed, "curves": curves}, indent=2))
+        Path(args.json).write_text(json.dumps({"speed": results, "curves": curves}, indent=2))
 
 
 if __name__ == "__main__":

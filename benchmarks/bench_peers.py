@@ -9,7 +9,7 @@ For benchmarks/RESULTS.md (both K, about 25 minutes on 2 quiet cores; everything
     .venv/bin/python benchmarks/bench_peers.py --json /tmp/peers.json
 
 Systems (the peers are the `bench` extra: pip install -e .[bench]):
-  bigtopics  Python API (train, then Trainer.resume one epoch at a time); defaults unless
+  bigtopics  Python API (one Trainer, its minibatch loop one epoch at a time); defaults unless
              --bigtopics-option key=value (any TrainSettings field) says otherwise
   tomotopy   tp.LDAModel, collapsed Gibbs, train(1, workers=0) per pass (a pass = one sweep)
   gensim     LdaMulticore(workers=cores, chunksize=--batch-size), update(corpus) per pass
@@ -88,8 +88,6 @@ def child(spec: dict) -> None:
             snapshot = str(work / f"p{p:04d}.f32")
             peers.write_snapshot(system, Path(snapshot))
         record = {"event": "pass", "pass": p, "seconds": seconds, "pass_s": pass_s, "snapshot": snapshot}
-        if hasattr(system, "loop_seconds"):
-            record["loop_seconds"] = system.loop_seconds
         log(record)
         if last:
             if p < spec["max_passes"]:
@@ -174,7 +172,8 @@ def alpha_for(k: int, args) -> float:
 
 
 def parse_options(pairs: list[str]) -> dict:
-    """--bigtopics-option key=value pairs, typed like TrainSettings' defaults."""
+    """key=value pairs of TrainSettings fields (--bigtopics-option here, --option in bench_train.py),
+    typed like the fields."""
     from bigtopics.trainer import TrainSettings
 
     fields = {f.name: f for f in dataclasses.fields(TrainSettings) if f.name not in HARNESS_SETTINGS}
@@ -186,7 +185,7 @@ def parse_options(pairs: list[str]) -> dict:
             raise ValueError(f"--bigtopics-option {pair!r}: give key=value with a TrainSettings field "
                              f"({', '.join(fields)}; the harness sets {', '.join(HARNESS_SETTINGS)})")
         default = fields[key].default
-        kind = type(default) if default is not None else int
+        kind = type(default) if default is not None else int if "int" in str(fields[key].type) else float
         try:
             options[key] = value if kind is str else kind(float(value)) if kind is int else kind(value)
         except ValueError:

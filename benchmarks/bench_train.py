@@ -1,10 +1,17 @@
 """Training throughput: tokens/s and seconds per 10,000 documents at several K, on all cores and
-on one core, with peak RSS and the first-minibatch (numba compile) time shown separately.
+on one core (parallel efficiency), with peak RSS and the first-minibatch (numba compile) time.
 
     python benchmarks/bench_train.py                       # Gutenberg books, 1000-token sections
-    python benchmarks/bench_train.py --store my.zarr -k 100 -k 1000 --docs 20000
+    python benchmarks/bench_train.py --store my.zarr -k 100 -k 1000 --docs 20000 --repeat 5
+    python benchmarks/bench_train.py --option sampler=mh --option local_step=gibbs
 
-Each configuration runs in a fresh process so that its peak RSS and compile time are its own.
+For each K, one process trains `--warm` documents (default: one epoch of the Gutenberg sections,
+so the table is the size it keeps in a long run) and checkpoints; then every timed run resumes a
+copy of that checkpoint with `bigtopics.resume` and trains `--docs` more documents, so all
+configurations start from the same model. Timed runs are repeated `--repeat` times, interleaved
+across configurations, each in a fresh process: this machine's speed varies by up to a third from
+one run to the next (a virtual machine), and the best of several runs is the figure least
+disturbed by it; the median is printed beside it.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import argparse
 import json
 import os
 import platform
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,42 +31,50 @@ from pathlib import Path
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "gutenberg_books" / "docs.jsonl.gz"
 
 
-def child(store: str, k: int, workers: int, docs: int, batch_size: int, warm: int, sampler: str = "buckets") -> dict:
-    """Train warm + docs documents; time the first (compiling) minibatch and the rest apart."""
-    import numba
-
-    from bigtopics.memory import peak_rss_bytes
+def warm_child(store: str, run: str, k: int, warm: int, batch_size: int, options: dict) -> dict:
+    """Train `warm` documents into `run` (all cores) and checkpoint; time the first minibatch."""
     from bigtopics.trainer import TrainSettings, Trainer
 
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = TrainSettings(n_topics=k, batch_size=batch_size, workers=workers, epochs=100,
-                                 checkpoint_every="1000000", sampler=sampler)
-        trainer = Trainer(store, Path(tmp) / "run", settings, quiet=True)
-        trainer._start_run_dir(overwrite=True)
-        from bigtopics.topic_word import TopicWordTable
+    settings = TrainSettings(n_topics=k, batch_size=batch_size, max_docs=warm, epochs=1_000_000,
+                             checkpoint_every="1000000", **options)
+    trainer = Trainer(store, run, settings, quiet=True, snapshot_seconds=1e9)
+    start = time.perf_counter()
+    trainer.start(overwrite=True)
+    batch = next(trainer.stream.epoch(0))
+    trainer.step(batch, 0)
+    first = time.perf_counter() - start
+    trainer.run()
+    return {"first_minibatch_s": first, "warm_seconds": trainer.state.seconds}
 
-        trainer.table = TopicWordTable(k, trainer.store.n_words, directory=Path(tmp) / "table")
-        trainer.table.drop_below, trainer.table.reset_below = settings.drop_below, settings.reset_below
-        numba.set_num_threads(workers)
-        batches = trainer.stream.epoch(0)
-        first = time.perf_counter()
-        trainer.step(next(batches), 0)
-        compile_seconds = time.perf_counter() - first
-        warm_docs = trainer.state.docs_seen
-        while trainer.state.docs_seen < warm_docs + warm:
-            trainer.step(next(batches), 0)
-        docs0, tokens0 = trainer.state.docs_seen, trainer.state.tokens_seen
-        start = time.perf_counter()
-        while trainer.state.docs_seen < docs0 + docs:
-            trainer.step(next(batches), 0)
-        seconds = time.perf_counter() - start
-        n_docs, n_tokens = trainer.state.docs_seen - docs0, trainer.state.tokens_seen - tokens0
-        return {
-            "k": k, "workers": workers, "docs": n_docs, "tokens": n_tokens, "seconds": seconds,
-            "tokens_per_s": n_tokens / seconds, "s_per_10k_docs": seconds / n_docs * 10_000,
-            "first_minibatch_s": compile_seconds, "table_entries": trainer.table.n_entries,
-            "peak_rss_mib": peak_rss_bytes(include_children=False) / 2**20,
-        }
+
+def timed_child(run: str, workers: int, docs: int) -> dict:
+    """Resume a copy of the warm run with `workers` threads for `docs` more documents."""
+    from bigtopics.memory import peak_rss_bytes
+    from bigtopics.trainer import Trainer
+    from peers import compile_kernels
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "run"
+        shutil.copytree(run, copy, ignore=shutil.ignore_patterns("table", "model.zarr"))
+        trainer = Trainer.resume(copy, quiet=True, options={"snapshot_seconds": 1e9}, workers=workers)
+        compile_kernels(trainer.store.path, trainer.settings)
+        trainer.settings.max_docs = trainer.state.docs_seen + docs
+        docs0, tokens0, seconds0 = trainer.state.docs_seen, trainer.state.tokens_seen, trainer.state.seconds
+        trainer.run()
+        st = trainer.state
+        seconds = st.seconds - seconds0
+        return {"workers": workers, "docs": st.docs_seen - docs0, "tokens": st.tokens_seen - tokens0,
+                "seconds": seconds, "tokens_per_s": (st.tokens_seen - tokens0) / seconds,
+                "s_per_10k_docs": seconds / (st.docs_seen - docs0) * 10_000,
+                "table_entries": trainer.table.n_entries,
+                "phase_seconds": {name: round(t, 2) for name, t in sorted(trainer.phase_seconds.items())},
+                "peak_rss_mib": peak_rss_bytes(include_children=False) / 2**20}
+
+
+def run_child(kind: str, spec: dict) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps({"kind": kind, **spec})], check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def ensure_store(corpus: Path, section_tokens: int, cache: Path) -> Path:
@@ -77,43 +94,81 @@ def main() -> None:
     parser.add_argument("--section-tokens", type=int, default=1000)
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bigtopics-bench"))
     parser.add_argument("-k", "--topics", type=int, action="append", help="K values (default 100 1000 2000)")
-    parser.add_argument("--docs", type=int, default=20_000, help="documents timed per configuration")
-    parser.add_argument("--warm", type=int, default=10_000, help="documents trained before timing")
+    parser.add_argument("--docs", type=int, default=10_000, help="documents timed per run")
+    parser.add_argument("--warm", type=int, help="documents trained before timing (default: one epoch)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per configuration")
+    parser.add_argument("--workers", type=int, action="append", help="worker counts (default: all cores and 1)")
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--sampler", default="buckets", choices=["buckets", "alias", "mh"], help="the Gibbs draw")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a TrainSettings field, e.g. sampler=mh or local_step=vb (repeatable)")
+    parser.add_argument("--json", help="write every run's figures to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     if args.child:
-        print(json.dumps(child(**json.loads(args.child))))
+        spec = json.loads(args.child)
+        kind = spec.pop("kind")
+        print(json.dumps(warm_child(**spec) if kind == "warm" else timed_child(**spec)))
         return
+    from bench_peers import parse_options  # one parser of key=value settings for every benchmark
+    from bigtopics.store import open_store
+
+    options = parse_options(args.option)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     store = args.store or str(ensure_store(Path(args.corpus), args.section_tokens, cache))
+    warm = args.warm or open_store(store).n_docs
     cores = os.cpu_count() or 1
-    results = []
-    for k in args.topics or [100, 1000, 2000]:
-        for workers in sorted({cores, 1}, reverse=True):
-            spec = {"store": store, "k": k, "workers": workers, "docs": args.docs, "batch_size": args.batch_size,
-                    "warm": args.warm, "sampler": args.sampler}
-            out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], check=True,
-                                 capture_output=True, text=True)
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            results.append(r)
-            print(f"K={k:5d} workers={workers}: {r['tokens_per_s']:>10,.0f} tokens/s  "
-                  f"{r['s_per_10k_docs']:6.2f} s/10k docs  first minibatch {r['first_minibatch_s']:5.1f} s  "
-                  f"table {r['table_entries']:>11,}  peak RSS {r['peak_rss_mib']:,.0f} MiB", flush=True)
-    by = {(r["k"], r["workers"]): r for r in results}
-    ks = sorted({r["k"] for r in results})
-    print(f"\nmachine: {platform.processor() or platform.machine()}, {cores} cores; store {store}; "
-          f"{args.docs} documents timed after {args.warm} warm-up documents, batch {args.batch_size}, "
-          f"sampler {args.sampler}")
-    if cores > 1:
+    worker_counts = sorted(set(args.workers or [cores, 1]), reverse=True)
+    ks = args.topics or [100, 1000, 2000]
+    work = Path(tempfile.mkdtemp(prefix="bench-train-", dir=cache))
+    warmed, runs = {}, []
+    try:
         for k in ks:
-            eff = by[(k, cores)]["tokens_per_s"] / (cores * by[(k, 1)]["tokens_per_s"])
-            print(f"parallel efficiency at K={k}: {eff:.0%} on {cores} cores")
-    base = by[(ks[0], cores)]["s_per_10k_docs"]
+            warmed[k] = run_child("warm", {"store": store, "run": str(work / f"k{k}"), "k": k, "warm": warm,
+                                           "batch_size": args.batch_size, "options": options})
+            print(f"K={k}: warmed up on {warm:,} documents in {warmed[k]['warm_seconds']:.0f} s "
+                  f"(first minibatch, with numba compilation: {warmed[k]['first_minibatch_s']:.1f} s)", flush=True)
+        for rep in range(args.repeat):
+            for k in ks:
+                for workers in worker_counts:
+                    r = run_child("timed", {"run": str(work / f"k{k}"), "workers": workers, "docs": args.docs})
+                    r.update(k=k, repeat=rep)
+                    runs.append(r)
+                    print(f"  run {rep + 1}/{args.repeat} K={k:5d} workers={workers}: {r['tokens_per_s']:>10,.0f} "
+                          f"tokens/s {r['s_per_10k_docs']:6.2f} s/10k docs", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def best(k, workers, key="s_per_10k_docs"):
+        return min(r[key] for r in runs if r["k"] == k and r["workers"] == workers)
+
+    def median(k, workers):
+        return statistics.median(r["s_per_10k_docs"] for r in runs if r["k"] == k and r["workers"] == workers)
+
+    print(f"\n{time.strftime('%Y-%m-%d %H:%M')}; machine: {platform.processor() or platform.machine()}, {cores} cores; "
+          f"store {store}; {args.docs:,} documents timed after {warm:,}, batch {args.batch_size}, "
+          f"options {options or 'none (defaults)'}; best (median) of {args.repeat} runs\n")
+    print(f"{'K':>5s} {'workers':>7s} {'tokens/s':>10s} {'s/10k docs':>16s} {'first minibatch':>15s} "
+          f"{'table entries':>13s} {'peak RSS':>9s}  where the time went (best run)")
+    for k in ks:
+        for workers in worker_counts:
+            mine = [r for r in runs if r["k"] == k and r["workers"] == workers]
+            top = min(mine, key=lambda r: r["s_per_10k_docs"])
+            phases = ", ".join(f"{name} {t:.1f} s" for name, t in top["phase_seconds"].items())
+            print(f"{k:5d} {workers:7d} {top['tokens_per_s']:10,.0f} {top['s_per_10k_docs']:7.2f} "
+                  f"({median(k, workers):6.2f}) {warmed[k]['first_minibatch_s']:14.1f}s "
+                  f"{top['table_entries']:13,} {max(r['peak_rss_mib'] for r in mine):6.0f} MiB  {phases}")
+    most = worker_counts[0]
+    if len(worker_counts) > 1 and 1 in worker_counts:
+        for k in ks:
+            print(f"parallel efficiency at K={k}: {best(k, 1) / (most * best(k, most)):.0%} on {most} cores "
+                  f"(medians: {median(k, 1) / (most * median(k, most)):.0%})")
     for k in ks[1:]:
-        print(f"time per 10k documents, K={k} vs K={ks[0]}: {by[(k, cores)]['s_per_10k_docs'] / base:.2f}x")
+        print(f"time per 10k documents, K={k} vs K={ks[0]}: {best(k, most) / best(ks[0], most):.2f}x "
+              f"(medians: {median(k, most) / median(ks[0], most):.2f}x)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"warm": warmed, "runs": runs, "options": options}, indent=2))
 
 
 if __name__ == "__main__":

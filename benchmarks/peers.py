@@ -22,6 +22,7 @@ import io
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +31,7 @@ import numpy as np
 from bigtopics.atomic import atomic_write_bytes
 from bigtopics.evaluate import heldout_loglik, umass_coherence
 from bigtopics.local_step import Minibatch
-from bigtopics.minibatches import read_documents
+from bigtopics.minibatches import read_ahead, read_documents
 from bigtopics.store import StoreWriter, index_dtype_for, open_store
 from bigtopics.trainer import TrainSettings, Trainer, heldout_documents, train
 
@@ -122,56 +123,55 @@ def training_csr(store_path):
 # Each system: __init__ converts the corpus (untimed), train_pass() is one timed pass over the
 # training documents, topic_rows() yields (first topic, rows of p(w | k)) in chunks, and
 # `settings` records the hyperparameters it really uses.
+def compile_kernels(store_path, settings: TrainSettings) -> float:
+    """Compile the numba kernels a run with these settings uses (the parallel ones are compiled
+    in every process) by training 8 documents in a scratch run; returns the seconds it took."""
+    start = time.perf_counter()
+    warm = dataclasses.replace(settings, batch_size=8, max_docs=8, epochs=1, checkpoint_every="1000000")
+    with tempfile.TemporaryDirectory() as tmp:
+        train(store_path, Path(tmp) / "warmup", warm, overwrite=True, quiet=True)
+    return time.perf_counter() - start
+
+
 class BigtopicsSystem:
-    """bigtopics' Python API: pass 1 = train(epochs=1); pass p = Trainer.resume(epochs=p).run().
+    """bigtopics' Python API: one Trainer, a pass = one epoch of its minibatch loop (read-ahead,
+    local step, global step), as `bigtopics train --epochs N` runs it, without the checkpoints,
+    metrics and model snapshots that a run of a few seconds would otherwise be dominated by.
 
     The kernels are compiled (numba) before timing by training one minibatch of 8 documents in a
-    scratch run; that time is reported apart as `warmup_s`. Each timed pass includes the
-    start-up, checkpoint and model.zarr of a run; `loop_seconds` is the minibatch loop alone.
+    scratch run; that time is reported apart as `warmup_s`.
     """
 
     def __init__(self, store_path, work: Path, k: int, alpha: float, seed: int, batch_size: int, workers: int,
                  options: dict):
-        self.store_path, self.run_dir = store_path, work / "run"
-        self.settings_obj = TrainSettings(**{"n_topics": k, "alpha": alpha, "seed": seed, "batch_size": batch_size,
-                                             "workers": workers, "checkpoint_every": "1000000",
-                                             "keep_checkpoints": 1, **options})
-        self.settings_obj.validate()
-        self.passes = 0
-        start = time.perf_counter()
-        warm = dataclasses.replace(self.settings_obj, batch_size=8, max_docs=8)
-        train(store_path, work / "warmup", warm, overwrite=True, quiet=True)
-        shutil.rmtree(work / "warmup")
-        self.warmup_s = time.perf_counter() - start
-        s = self.settings_obj
+        s = TrainSettings(**{"n_topics": k, "alpha": alpha, "seed": seed, "batch_size": batch_size,
+                             "workers": workers, "epochs": 1_000_000, **options})
+        s.validate()
+        self.warmup_s = compile_kernels(store_path, s)
+        self.trainer = Trainer(store_path, work / "run", s, quiet=True)
+        self.trainer.start(overwrite=True)
+        self.epoch = 0
         self.settings = {"alpha": s.alpha, "eta": s.eta, "batch_size": s.batch_size, "workers": s.n_workers,
-                         "local_step": s.local_step, "sampler": s.sampler, "burnin": s.burnin, "samples": s.samples,
-                         "kappa": s.kappa, "tau0": s.tau0, "options": options, "warmup_s": self.warmup_s}
+                         "local_step": s.local_step, "sampler": s.sampler, "beta_estimate": s.beta_estimate,
+                         "burnin": s.burnin, "samples": s.samples, "kappa": s.kappa, "tau0": s.tau0,
+                         "options": options, "warmup_s": self.warmup_s}
 
     def train_pass(self) -> None:
-        self.passes += 1
-        if self.passes == 1:
-            trainer = Trainer(self.store_path, self.run_dir, self.settings_obj, quiet=True)
-            trainer.run(overwrite=True)
-        else:
-            trainer = Trainer.resume(self.run_dir, epochs=self.passes, quiet=True)
-            trainer.run()
-        self.loop_seconds = trainer.state.seconds  # the minibatch loop alone, without start-up and writing
+        for batch in read_ahead(self.trainer.stream.epoch(self.epoch)):
+            self.trainer.step(batch, self.epoch)
+        self.epoch += 1
 
     def topic_rows(self):
-        from bigtopics.model import load_model
-
-        model = load_model(self.run_dir)
-        indptr = np.asarray(model.group["topic_word/indptr"][:])
-        words = np.asarray(model.group["topic_word/indices"][:], np.int64)
-        values = np.asarray(model.group["topic_word/data"][:], np.float64)
-        totals = model.topic_totals()
-        for lo in range(0, model.n_topics, ROWS_PER_CHUNK):
-            hi = min(lo + ROWS_PER_CHUNK, model.n_topics)
-            p = np.full((hi - lo, model.n_words), model.eta)
-            for k in range(lo, hi):
-                p[k - lo, words[indptr[k]:indptr[k + 1]]] += values[indptr[k]:indptr[k + 1]]
-            yield lo, p / (model.n_words * model.eta + totals[lo:hi, None])
+        table = self.trainer.table
+        indptr, topics, values = table.to_csr()
+        words = np.repeat(np.arange(table.n_words), np.diff(indptr))
+        eta, totals = self.trainer.settings.eta, table.topic_totals()
+        for lo in range(0, table.n_topics, ROWS_PER_CHUNK):
+            hi = min(lo + ROWS_PER_CHUNK, table.n_topics)
+            p = np.full((hi - lo, table.n_words), eta)
+            mine = (topics >= lo) & (topics < hi)
+            p[topics[mine] - lo, words[mine]] += values[mine]
+            yield lo, p / (table.n_words * eta + totals[lo:hi, None])
 
 
 class TomotopySystem:

@@ -1,0 +1,57 @@
+"""The training benchmarks run end to end on a tiny synthetic store (they need no peer library)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bigtopics.synth import CorpusSpec, write_corpus
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "tiny.zarr"
+    write_corpus(CorpusSpec(n_docs=300, n_topics=4, n_words=200, mean_length=30, seed=5), path, "store")
+    return path
+
+
+def run(script, *args, timeout=600):
+    out = subprocess.run([sys.executable, str(BENCHMARKS / script), *map(str, args)], capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_bench_train(store, tmp_path):
+    figures = tmp_path / "train.json"
+    out = run("bench_train.py", "--store", store, "-k", 4, "-k", 8, "--warm", 64, "--docs", 96, "--batch-size", 32,
+              "--repeat", 1, "--workers", 1, "--option", "samples=1", "--json", figures)
+    assert "time per 10k documents, K=8 vs K=4" in out and "'samples': 1" in out
+    runs = json.loads(figures.read_text())["runs"]
+    assert {(r["k"], r["workers"]) for r in runs} == {(4, 1), (8, 1)}
+    assert all(r["docs"] >= 96 and r["tokens_per_s"] > 0 for r in runs)
+
+
+def test_bench_local_steps(store, tmp_path):
+    figures = tmp_path / "steps.json"
+    out = run("bench_local_steps.py", "--store", store, "-k", 4, "--steps", "gibbs:mh,vb", "--warm", 32,
+              "--docs", 64, "--batch-size", 32, "--curve-k", 4, "--curve-seconds", 0.5, "--heldout", 20,
+              "--json", figures)
+    assert "time per 10k documents relative to the same step" in out
+    result = json.loads(figures.read_text())
+    assert [r["step"] for r in result["speed"]] == ["gibbs:mh", "vb"]
+    assert all("error" not in r for r in result["speed"])
+    assert all(c["curve"] and c["curve"][-1][2] < 0 for c in result["curves"])
+
+
+def test_bench_scale(tmp_path):
+    out = run("bench_scale.py", "--dir", tmp_path, "--docs", 2000, "--mean-length", 20, "--vocab", 300,
+              "--true-topics", 5, "-k", 5, "--heldout", 50, "--poll", 0.2)
+    assert "44M documents / 33B tokens" in out
+    result = json.loads((tmp_path / "scale.json").read_text())
+    assert result["corpus"]["docs"] == 2000 and result["train"]["docs"] == 2000 - 50
+    assert result["memory"]["peak_rss_bytes"] > 0 and result["checkpoints"]
