@@ -31,6 +31,7 @@ from bench_train import run_child as run_train_child  # noqa: E402
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "reuters21578" / "docs.jsonl.gz"
 STEPS = "gibbs:buckets,gibbs:alias,gibbs:mh,lsparse,scvb0,vb"
+MARKS = (1 / 8, 1 / 4, 1 / 2, 1)  # of --curve-seconds: where the curves are printed (all of them go to --json)
 
 
 def step_options(step: str, top_l: int) -> dict:
@@ -61,6 +62,15 @@ def curve_child(store: str, step: str, k: int, batch_size: int, top_l: int, held
             seconds += time.perf_counter() - start
             curve.append((round(seconds, 2), trainer.state.docs_seen, trainer.heldout_score()))
         return {"step": step, "k": k, "curve": curve}
+
+
+def score_at(curve: list, seconds: float) -> str:
+    """The score at a time mark: the mean of the last three scores by then (one score is noisy)."""
+    scored = [(docs, h) for s, docs, h in curve if s <= seconds]
+    if not scored:
+        return f"{seconds:.0f}s: -"
+    last = [h for _, h in scored[-3:]]
+    return f"{seconds:.0f}s: {sum(last) / len(last):.3f} ({scored[-1][0]:,} docs)"
 
 
 def ensure_store(corpus: Path, cache: Path) -> Path:
@@ -135,8 +145,8 @@ def main() -> None:
             print(f"  {step:14s} " + "  ".join(f"K={k}: {by_k[k] / by_k[ks[0]]:.2f}x" for k in ks if k in by_k))
     curves = []
     if args.curve_k:
-        print(f"\nheld-out log-likelihood per token against training seconds, K={args.curve_k}, "
-              f"{args.heldout} held-out documents:")
+        print(f"\nheld-out log-likelihood per token after training seconds (mean of the last 3 scores), "
+              f"K={args.curve_k}, {args.heldout} held-out documents:")
         for step in steps:
             spec = {"store": store, "step": step, "k": args.curve_k, "batch_size": args.batch_size,
                     "top_l": args.top_l, "heldout": args.heldout, "score_every": args.score_every,
@@ -148,7 +158,8 @@ def main() -> None:
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             curves.append(r)
-            print(f"  {step:14s} " + "  ".join(f"{s:.0f}s:{h:.3f}" for s, _, h in r["curve"]), flush=True)
+            print(f"  {step:14s} " + "  ".join(score_at(r["curve"], args.curve_seconds * f) for f in MARKS),
+                  flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"speed": results, "curves": curves}, indent=2))
 

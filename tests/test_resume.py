@@ -15,7 +15,8 @@ from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.trainer import TrainSettings, Trainer, resume, train
 
 SPEC = CorpusSpec(n_docs=3000, n_topics=6, n_words=300, mean_length=40, alpha=0.1, eta=0.05, seed=2)
-SETTINGS = dict(n_topics=6, batch_size=100, epochs=2, seed=4, checkpoint_every="1", reset_below=0.5)
+# Enough minibatches (4 epochs x 30) that a process is still training when the kill test kills it.
+SETTINGS = dict(n_topics=6, batch_size=100, epochs=4, seed=4, checkpoint_every="1", reset_below=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_the_reference_run_resets_its_table(corpus, tmp_path):
     trainer = Trainer(corpus, tmp_path / "run", TrainSettings(**SETTINGS), quiet=True)
     trainer.run()
     assert trainer.table.n_resets >= 3
-    assert trainer.state.step == 60
+    assert trainer.state.step == 30 * SETTINGS["epochs"]
 
 
 def test_stopping_early_and_resuming_gives_the_same_model(corpus, tmp_path, uninterrupted):
@@ -100,7 +101,7 @@ def test_two_trainers_never_share_a_run_directory(corpus, tmp_path):
 def test_more_epochs_continue_the_same_run(corpus, tmp_path):
     one = tmp_path / "one"
     train(corpus, one, TrainSettings(**(SETTINGS | {"epochs": 1})), quiet=True)
-    resume(one, quiet=True, epochs=2)
+    resume(one, quiet=True, epochs=SETTINGS["epochs"])
     two = tmp_path / "two"
     train(corpus, two, TrainSettings(**SETTINGS), quiet=True)
     assert_same_model(one, model_arrays(two))
@@ -133,7 +134,7 @@ def start_training(corpus, run, resume_run=False):
         args = cli("train", "--resume", str(run), "--quiet")
     else:
         args = cli("train", str(corpus), "-o", str(run), "--quiet", "-k", "6", "--batch-size", "100",
-                   "--epochs", "2", "--seed", "4", "--checkpoint-every", "1", "--reset-below", "0.5")
+                   "--epochs", str(SETTINGS["epochs"]), "--seed", "4", "--checkpoint-every", "1", "--reset-below", "0.5")
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
