@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import run_child as run_train_child  # noqa: E402
+from peers import ensure_store  # noqa: E402
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "reuters21578" / "docs.jsonl.gz"
 STEPS = "gibbs:buckets,gibbs:alias,gibbs:mh,lsparse,scvb0,vb"
@@ -71,14 +72,6 @@ def score_at(curve: list, seconds: float) -> str:
         return f"{seconds:.0f}s: -"
     last = [h for _, h in scored[-3:]]
     return f"{seconds:.0f}s: {sum(last) / len(last):.3f} ({scored[-1][0]:,} docs)"
-
-
-def ensure_store(corpus: Path, cache: Path) -> Path:
-    store = cache / f"{corpus.parent.name}.zarr"
-    if not store.exists():
-        subprocess.run([sys.executable, "-m", "bigtopics.cli", "ingest", str(corpus), "-o", str(store), "--quiet"],
-                       check=True)
-    return store
 
 
 def speed(store: str, step: str, k: int, args, work: Path) -> dict:

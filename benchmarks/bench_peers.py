@@ -194,15 +194,6 @@ def parse_options(pairs: list[str]) -> dict:
     return options
 
 
-def ensure_store(corpus: Path, cache: Path) -> Path:
-    store = cache / f"{corpus.parent.name}.zarr"
-    if not store.exists():
-        print(f"ingesting {corpus} into {store} (once)", flush=True)
-        subprocess.run([sys.executable, "-m", "bigtopics.cli", "ingest", str(corpus), "-o", str(store), "--quiet"],
-                       check=True)
-    return store
-
-
 def machine_description() -> dict:
     import psutil
 
@@ -290,7 +281,7 @@ def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], di
     """The printed tables for one K and their figures."""
     by = {r["system"]: r for r in runs if r["k"] == k}
     base = by.get("bigtopics")
-    lines = [f"", f"=== K = {k} ===", "", "Equal passes (training time excludes corpus conversion and evaluation;"
+    lines = ["", f"=== K = {k} ===", "", "Equal passes (training time excludes corpus conversion and evaluation;"
              " bigtopics' numba compile is the separate warm-up)", ""]
     head = (f"{'system':9s} {'pass':>4s} {'train s':>8s} {'Mtok/s':>7s} {'peak MiB':>8s} {'heldout':>8s} "
             f"{'coher.':>7s} {'time/bigtopics':>14s} {'ll-bigtopics':>12s}")
@@ -406,7 +397,7 @@ def main() -> None:
     max_passes = max(args.max_passes, max(args.passes))
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    store = Path(args.store) if args.store else ensure_store(Path(args.corpus), cache)
+    store = Path(args.store) if args.store else peers.ensure_store(Path(args.corpus), cache)
     started = datetime.datetime.now(datetime.timezone.utc)
     load_start = os.getloadavg()
     train_store, heldout_path = peers.prepare_split(store, args.heldout_docs, args.seed, cache)

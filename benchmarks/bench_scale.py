@@ -27,8 +27,13 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bigtopics.trainer import ALPHA_SUM  # noqa: E402  (the trainer's default alpha = ALPHA_SUM / K)
+
 PAPER_DOCS, PAPER_TOKENS = 44_000_000, 33_000_000_000
-PARALLEL_EFFICIENCY = 0.77  # 2 cores against 1, K = 1000-2000 (benchmarks/RESULTS.md, "Training throughput")
+# 2 cores against 1, best runs (benchmarks/RESULTS.md, "Training throughput"): 77% at K = 100,
+# 92% at 1000, 76% at 2000 (medians about 70%).
+PARALLEL_EFFICIENCY = 0.77
 
 
 def directory_bytes(path: Path) -> int:
@@ -41,7 +46,7 @@ def generate(args, store: Path) -> float | None:
     start = time.monotonic()
     subprocess.run([sys.executable, str(ROOT / "tools" / "synth_corpus.py"), str(store), "--docs", str(args.docs),
                     "--topics", str(args.true_topics), "--vocab", str(args.vocab), "--mean-length",
-                    str(args.mean_length), "--alpha", str(args.true_alpha or 5 / args.true_topics), "--seed", "1"],
+                    str(args.mean_length), "--alpha", str(args.true_alpha or ALPHA_SUM / args.true_topics), "--seed", "1"],
                    check=True)
     return time.monotonic() - start
 
@@ -74,7 +79,6 @@ def train(args, store: Path, run: Path) -> dict:
 
 
 def summarise(args, store: Path, run: Path, generate_seconds: float | None) -> dict:
-    sys.path.insert(0, str(ROOT))
     from bigtopics.checkpoints import list_checkpoints
     from bigtopics.store import open_store
     from bigtopics.trainer import read_metrics

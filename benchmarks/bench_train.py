@@ -77,16 +77,6 @@ def run_child(kind: str, spec: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def ensure_store(corpus: Path, section_tokens: int, cache: Path) -> Path:
-    store = cache / f"{corpus.parent.name}-s{section_tokens}.zarr"
-    if not store.exists():
-        cmd = [sys.executable, "-m", "bigtopics.cli", "ingest", str(corpus), "-o", str(store), "--quiet"]
-        if section_tokens:
-            cmd += ["--section-tokens", str(section_tokens)]
-        subprocess.run(cmd, check=True)
-    return store
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", help="an existing store (default: ingest the Gutenberg books)")
@@ -111,12 +101,13 @@ def main() -> None:
         print(json.dumps(warm_child(**spec) if kind == "warm" else timed_child(**spec)))
         return
     from bench_peers import parse_options  # one parser of key=value settings for every benchmark
+    from peers import ensure_store
     from bigtopics.store import open_store
 
     options = parse_options(args.option)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    store = args.store or str(ensure_store(Path(args.corpus), args.section_tokens, cache))
+    store = args.store or str(ensure_store(Path(args.corpus), cache, args.section_tokens))
     warm = args.warm or open_store(store).n_docs
     cores = os.cpu_count() or 1
     worker_counts = sorted(set(args.workers or [cores, 1]), reverse=True)

@@ -598,7 +598,7 @@ def describe_run(run_dir) -> str:
     record = _read_settings(run_dir)
     settings = TrainSettings(**record["settings"])
     lines = [f"run {run_dir}", f"  store            {record['store']}",
-             f"  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
+             "  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
     checkpoints = list_checkpoints(run_dir)
     if checkpoints:
         try:

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from bigtopics.kernels.gibbs import draw_topic
+from bigtopics.kernels.evaluate import word_mass
+from bigtopics.kernels.gibbs import SCAN_PER_DOC_TOPIC, draw_topic
 from bigtopics.kernels.sparse_stats import merge_pairs
 from bigtopics.kernels.special import digamma
 from bigtopics.local_step import FrozenTopics, Minibatch, gibbs_local_step
@@ -42,27 +43,54 @@ def test_frozen_topics_split_equals_the_dense_estimate(estimate):
     np.testing.assert_allclose(rebuilt, naive.beta_estimate(dense, 0.4, estimate), rtol=1e-11)
 
 
-@pytest.mark.parametrize("doc_topic_ids", [[1, 4, 8], list(range(0, 40, 2))])
-def test_draw_topic_follows_the_dense_conditional(doc_topic_ids):
-    """Few document topics look them up in the row; many scan the row: both exact."""
+# Document topics for which every word's row is looked up (rows of ~28 topics > SCAN_PER_DOC_TOPIC
+# x 1) or scanned (rows <= SCAN_PER_DOC_TOPIC x 20): the two ways a draw finds the word's mass.
+BRANCH_DOC_TOPICS = {"lookup": [4], "scan": list(range(0, 40, 2))}
+
+
+def conditional_case(branch):
+    """(dense N, frozen view, other tokens' topics, n_dk, doc_topics, doc_mass) for K = 40, V = 5."""
     rng = np.random.default_rng(2)
-    n_topics, n_words, alpha = 40, 5, 0.3
+    n_topics, n_words = 40, 5
     dense = sparse_topic_word(rng, n_topics, n_words, density=0.7)
     frozen = freeze(dense, eta=0.5)
-    weights = naive.exp_elog_beta(dense, 0.5)
+    doc_topic_ids = BRANCH_DOC_TOPICS[branch]
+    scans = np.diff(frozen.row_indptr) <= SCAN_PER_DOC_TOPIC * len(doc_topic_ids)
+    assert scans.all() if branch == "scan" else not scans.any()  # the case tests the branch it names
     other = np.repeat(doc_topic_ids, rng.integers(1, 4, len(doc_topic_ids)))
     n_dk = np.bincount(other, minlength=n_topics).astype(np.int32)
     doc_topics = np.zeros(n_topics, np.int32)
     doc_topics[: len(doc_topic_ids)] = doc_topic_ids
     doc_mass = float((n_dk * frozen.smoothing).sum())
+    return dense, frozen, other, n_dk, doc_topics, doc_mass
+
+
+@pytest.mark.parametrize("branch", BRANCH_DOC_TOPICS)
+def test_draw_topic_follows_the_dense_conditional(branch):
+    dense, frozen, other, n_dk, doc_topics, doc_mass = conditional_case(branch)
+    n_topics, n_words = dense.shape
+    alpha = 0.3
+    weights = naive.exp_elog_beta(dense, 0.5)
     shared_cum, shared_topic = np.zeros(n_topics), np.zeros(n_topics, np.int32)
     grid = (np.arange(100_000) + 0.5) / 100_000  # inverse-CDF sampling on an even grid
     view = frozen.kernel_view()
+    n_doc_topics = len(BRANCH_DOC_TOPICS[branch])
     for w in range(n_words):
-        draws = [draw_topic(u, w, alpha, n_dk, doc_topics, len(doc_topic_ids), doc_mass, view,
+        draws = [draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, view,
                             shared_cum, shared_topic) for u in grid]
         freq = np.bincount(draws, minlength=n_topics) / len(grid)
         np.testing.assert_allclose(freq, naive.gibbs_conditional(w, other, alpha, weights), atol=3e-5)
+
+
+@pytest.mark.parametrize("branch", BRANCH_DOC_TOPICS)
+def test_word_mass_is_the_unnormalised_conditional_summed(branch):
+    """The evaluator's sum_k (alpha + n_dk) beta[k, w] takes the same two branches as the draw."""
+    dense, frozen, other, n_dk, doc_topics, doc_mass = conditional_case(branch)
+    alpha = 0.3
+    weights = naive.exp_elog_beta(dense, 0.5)
+    for w in range(dense.shape[1]):
+        got = word_mass(w, alpha, n_dk, doc_topics, len(BRANCH_DOC_TOPICS[branch]), doc_mass, frozen.kernel_view())
+        assert got == pytest.approx(((alpha + n_dk) * weights[:, w]).sum(), rel=1e-11)
 
 
 def replicated_batch(token_words, n_copies):
