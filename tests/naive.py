@@ -245,3 +245,10 @@ def scvb0_expected_counts(docs, weights: np.ndarray, alpha: float, initial_theta
             gamma = weights[:, w] * (n_theta + alpha)
             nhat[:, w] += c * gamma / gamma.sum()
     return nhat
+
+
+def best_match_cosine(learned: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """For every true topic, the highest cosine similarity to any learned topic."""
+    a = learned / np.linalg.norm(learned, axis=1, keepdims=True)
+    b = truth / np.linalg.norm(truth, axis=1, keepdims=True)
+    return (b @ a.T).max(axis=1)

@@ -14,7 +14,7 @@ from bigtopics.trainer import TrainSettings, train
 
 from . import naive
 from .test_gibbs import freeze, replicated_batch, sparse_topic_word
-from .test_train import SPEC, best_match_cosine
+from .test_train import SPEC
 
 
 def chi_squared_z(counts: np.ndarray, probabilities: np.ndarray) -> float:
@@ -266,7 +266,7 @@ def test_training_recovers_the_true_topics(corpus, tmp_path, sampler):
     train(corpus, tmp_path / "run", settings, quiet=True)
     model = load_model(tmp_path / "run")
     learned = np.stack([model.word_probabilities(k) for k in range(model.n_topics)])
-    similarity = best_match_cosine(learned, np.load(truth_path(corpus) / "beta.npy"))
+    similarity = naive.best_match_cosine(learned, np.load(truth_path(corpus) / "beta.npy"))
     assert similarity.mean() >= 0.9, similarity
 
 

@@ -55,3 +55,4 @@ def test_bench_scale(tmp_path):
     result = json.loads((tmp_path / "scale.json").read_text())
     assert result["corpus"]["docs"] == 2000 and result["train"]["docs"] == 2000 - 50
     assert result["memory"]["peak_rss_bytes"] > 0 and result["checkpoints"]
+    assert "mean best-match cosine" in out and 0 < result["recovery"]["mean_best_match_cosine"] <= 1

@@ -17,6 +17,7 @@ import pytest
 
 import naive
 from bigtopics import open_store
+from bigtopics.model import load_model, write_model
 from bigtopics.kernels.synth import document_lengths
 from bigtopics.synth import (
     CorpusSpec,
@@ -26,6 +27,7 @@ from bigtopics.synth import (
     iter_document_blocks,
     pseudo_words,
     symmetric_dirichlet,
+    topic_recovery,
     truth_path,
     write_corpus,
 )
@@ -168,6 +170,28 @@ def written(tmp_path_factory):
 
 def store_rows(store):
     return [blk.row(i) for blk in store.iter_blocks() for i in range(blk.n_docs)]
+
+
+def test_topic_recovery_is_the_best_match_cosine_of_every_true_topic(tmp_path):
+    rng = np.random.default_rng(5)
+    truth = rng.dirichlet(np.full(50, 0.1), size=5)
+    learned_counts = rng.poisson(40 * np.concatenate([truth[[3, 0]], rng.dirichlet(np.full(50, 0.1), size=5)]))
+    word_major = learned_counts.T.astype(np.float64)
+    rows, topics = np.nonzero(word_major)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=50))])
+    write_model(tmp_path / "model.zarr", (indptr, topics, word_major[rows, topics]), word_major.sum(0),
+                [f"w{i}" for i in range(50)], alpha=0.1, eta=0.01)
+    (tmp_path / "truth").mkdir()
+    np.save(tmp_path / "truth" / "beta.npy", truth)
+    model = load_model(tmp_path / "model.zarr")
+    learned = np.stack([model.word_probabilities(k) for k in range(model.n_topics)])
+    expected = naive.best_match_cosine(learned, truth)
+    for block in (1, 3, 64):  # blocks that split the topics evenly, unevenly, not at all
+        np.testing.assert_allclose(topic_recovery(model, tmp_path / "truth", block), expected, rtol=1e-5)
+    assert expected[[0, 3]].min() > 0.9 and expected[[1, 2, 4]].max() < expected[[0, 3]].min()
+    np.save(tmp_path / "truth" / "beta.npy", truth[:, :40])
+    with pytest.raises(ValueError, match="40 words, the model 50"):
+        topic_recovery(model, tmp_path / "truth")
 
 
 def test_store_opens_with_exact_word_statistics(written):

@@ -11,6 +11,8 @@ from bigtopics.store import StoreError, StoreWriter
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.trainer import TrainSettings, Trainer, train
 
+from . import naive
+
 SPEC = CorpusSpec(n_docs=4000, n_topics=8, n_words=400, mean_length=60, alpha=0.1, eta=0.02, seed=1)
 
 
@@ -27,13 +29,6 @@ def model_arrays(run_dir):
                                                "topic_word/data")}
 
 
-def best_match_cosine(learned: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """For every true topic, the highest cosine similarity to any learned topic."""
-    a = learned / np.linalg.norm(learned, axis=1, keepdims=True)
-    b = truth / np.linalg.norm(truth, axis=1, keepdims=True)
-    return (b @ a.T).max(axis=1)
-
-
 def test_recovers_the_true_topics_of_a_synthetic_corpus(corpus, tmp_path):
     """Mean best-match cosine similarity between true and learned p(w|k) must reach 0.9."""
     settings = TrainSettings(n_topics=SPEC.n_topics, epochs=4, batch_size=250, tau0=1, seed=3)
@@ -43,7 +38,7 @@ def test_recovers_the_true_topics_of_a_synthetic_corpus(corpus, tmp_path):
     np.testing.assert_allclose(learned.sum(1), 1.0)
     # the synthetic vocabulary is in expected-frequency order: the store keeps those ids
     truth = np.load(truth_path(corpus) / "beta.npy")
-    similarity = best_match_cosine(learned, truth)
+    similarity = naive.best_match_cosine(learned, truth)
     assert similarity.mean() >= 0.9, similarity
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["final"] and records[-1]["docs_seen"] == 4 * SPEC.n_docs

@@ -15,7 +15,7 @@ from bigtopics.variational import lsparse_local_step, scvb0_local_step, vb_local
 
 from . import naive
 from .test_gibbs import freeze, sparse_topic_word
-from .test_train import best_match_cosine, model_arrays
+from .test_train import model_arrays
 
 ALPHA, ETA = 0.3, 0.5
 
@@ -166,7 +166,7 @@ def test_training_recovers_the_true_topics(corpus, tmp_path, method):
     train(corpus, tmp_path / "run", settings, quiet=True)
     model = load_model(tmp_path / "run")
     learned = np.stack([model.word_probabilities(k) for k in range(model.n_topics)])
-    similarity = best_match_cosine(learned, np.load(truth_path(corpus) / "beta.npy"))
+    similarity = naive.best_match_cosine(learned, np.load(truth_path(corpus) / "beta.npy"))
     assert similarity.mean() >= 0.9, similarity
 
 
