@@ -120,13 +120,10 @@ def training_csr(store_path):
     return sp.csr_matrix((data, indices, indptr), shape=(store.n_docs, store.n_words))
 
 
-# -- the systems ---------------------------------------------------------------------------------
-# Each system: __init__ converts the corpus (untimed), train_pass() is one timed pass over the
-# training documents, topic_rows() yields (first topic, rows of p(w | k)) in chunks, and
-# `settings` records the hyperparameters it really uses.
 def ensure_store(corpus: Path, cache: Path, section_tokens: int = 0) -> Path:
     """The store of `corpus` in `cache`, ingested on first use (cut into sections if asked)."""
-    store = cache / (f"{corpus.parent.name}-s{section_tokens}.zarr" if section_tokens else f"{corpus.parent.name}.zarr")
+    name = f"{corpus.parent.name}-s{section_tokens}" if section_tokens else corpus.parent.name
+    store = cache / f"{name}.zarr"
     if not store.exists():
         print(f"ingesting {corpus} into {store} (once)", flush=True)
         cmd = [sys.executable, "-m", "bigtopics.cli", "ingest", str(corpus), "-o", str(store), "--quiet"]
@@ -136,6 +133,10 @@ def ensure_store(corpus: Path, cache: Path, section_tokens: int = 0) -> Path:
     return store
 
 
+# -- the systems ---------------------------------------------------------------------------------
+# Each system: __init__ converts the corpus (untimed), train_pass() is one timed pass over the
+# training documents, topic_rows() yields (first topic, rows of p(w | k)) in chunks, and
+# `settings` records the hyperparameters it really uses.
 def compile_kernels(store_path, settings: TrainSettings) -> float:
     """Compile the numba kernels a run with these settings uses (the parallel ones are compiled
     in every process) by training 8 documents in a scratch run; returns the seconds it took."""

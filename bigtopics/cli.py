@@ -182,8 +182,8 @@ def demo(workdir, n_topics, epochs):
               help="Per-document inference: gibbs (sparse hybrid Gibbs), vb (Online VB, dense in K), lsparse "
                    "(top-L variational responsibilities), scvb0 (stochastic collapsed VB).  [default: gibbs]")
 @click.option("--sampler", type=click.Choice(["buckets", "alias", "mh"]),
-              help="gibbs: how a topic is drawn (bucket decomposition with prefix sums, alias tables, Metropolis-Hastings "
-                   "with alias proposals).  [default: buckets]")
+              help="gibbs: how a topic is drawn (bucket decomposition with prefix sums, alias tables, "
+                   "Metropolis-Hastings with alias proposals).  [default: buckets]")
 @click.option("--beta-estimate", type=click.Choice(["mean", "geometric"]),
               help="gibbs: topic-word term of the conditional, the mean (eta + N_kw) / (V eta + N_k) or the "
                    "paper's exp(E[log beta_kw]) (README: choosing settings).  [default: mean]")

@@ -210,8 +210,8 @@ def topic_recovery(model, truth_dir: str | os.PathLike, topics_per_block: int = 
 
     What benchmarks/bench_scale.py reports (tests/naive.py holds the dense reference): 1 is a
     perfect copy; a topic that only matches the corpus unigram scores about 0.05 on the tools'
-    default corpora.
-    Learned topics are made dense a block at a time; the truth is held as float32 (4 K V bytes).
+    default corpora. Learned topics are made dense a block at a time; the truth is held as float32
+    (4 K V bytes).
     """
     truth = np.load(Path(truth_dir) / "beta.npy", mmap_mode="r")
     if truth.shape[1] != model.n_words:

@@ -134,7 +134,8 @@ def start_training(corpus, run, resume_run=False):
         args = cli("train", "--resume", str(run), "--quiet")
     else:
         args = cli("train", str(corpus), "-o", str(run), "--quiet", "-k", "6", "--batch-size", "100",
-                   "--epochs", str(SETTINGS["epochs"]), "--seed", "4", "--checkpoint-every", "1", "--reset-below", "0.5")
+                   "--epochs", str(SETTINGS["epochs"]), "--seed", "4", "--checkpoint-every", "1",
+                   "--reset-below", "0.5")
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -15,9 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import naive
 from bigtopics import open_store
-from bigtopics.model import load_model, write_model
 from bigtopics.kernels.synth import document_lengths
 from bigtopics.synth import (
     CorpusSpec,
@@ -31,6 +29,9 @@ from bigtopics.synth import (
     truth_path,
     write_corpus,
 )
+
+from . import naive
+from .test_evaluate import dense_model
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 PSEUDO_WORD = re.compile(r"([bdfghjklmnprstvz][aiou]){3,}")
@@ -176,14 +177,9 @@ def test_topic_recovery_is_the_best_match_cosine_of_every_true_topic(tmp_path):
     rng = np.random.default_rng(5)
     truth = rng.dirichlet(np.full(50, 0.1), size=5)
     learned_counts = rng.poisson(40 * np.concatenate([truth[[3, 0]], rng.dirichlet(np.full(50, 0.1), size=5)]))
-    word_major = learned_counts.T.astype(np.float64)
-    rows, topics = np.nonzero(word_major)
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=50))])
-    write_model(tmp_path / "model.zarr", (indptr, topics, word_major[rows, topics]), word_major.sum(0),
-                [f"w{i}" for i in range(50)], alpha=0.1, eta=0.01)
+    model = dense_model(tmp_path / "model.zarr", learned_counts.astype(np.float64))
     (tmp_path / "truth").mkdir()
     np.save(tmp_path / "truth" / "beta.npy", truth)
-    model = load_model(tmp_path / "model.zarr")
     learned = np.stack([model.word_probabilities(k) for k in range(model.n_topics)])
     expected = naive.best_match_cosine(learned, truth)
     for block in (1, 3, 64):  # blocks that split the topics evenly, unevenly, not at all
