@@ -29,6 +29,7 @@ from .atomic import atomic_write_bytes
 from .infer import (DocTopics, InferSettings, block_minibatch, check_vocabulary, fit_topic_counts,
                     frozen_point_estimates, infer_block)
 from .kernels.evaluate import completion_loglik, count_cooccurrences, left_to_right_batch
+from .kernels.ranges import even_ranges
 from .kernels.rng import stream_seeds
 from .local_step import Minibatch
 from .minibatches import read_documents
@@ -73,8 +74,7 @@ def _left_to_right(source, batch, alpha, eta, seed, particles, resample, n_worke
     local_words = frozen.local_ids(batch.words)
     counts = np.asarray(batch.counts, np.int32)
     token_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])[batch.indptr]
-    bounds = np.searchsorted(token_starts, np.linspace(0, token_starts[-1], n_workers + 1)[1:-1])
-    bounds = np.concatenate([[0], bounds, [batch.n_docs]]).astype(np.int64)
+    bounds = even_ranges(token_starts, n_workers)
     out = np.zeros(batch.n_docs)
     left_to_right_batch(np.asarray(batch.indptr, np.int64), local_words, counts,
                         batch.doc_seeds(seed, LEFT_TO_RIGHT_STREAM), bounds, float(alpha), int(particles),

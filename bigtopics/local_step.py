@@ -15,6 +15,7 @@ import numpy as np
 from .kernels.alias_gibbs import alias_view, sample_minibatch as alias_sample_minibatch
 from .kernels.frozen import freeze_table_rows, index_rows
 from .kernels.gibbs import _sample_minibatch
+from .kernels.ranges import even_ranges
 from .kernels.rng import stream_seeds
 from .kernels.sparse_stats import merge_pairs
 from .kernels.special import exp_digamma, exp_digamma_array
@@ -190,8 +191,7 @@ def gibbs_sample(
     token_starts = entry_tokens[batch.indptr]
     doc_tokens = np.diff(token_starts)
     total = int(token_starts[-1])
-    worker_bounds = np.searchsorted(token_starts, np.linspace(0, total, n_workers + 1)[1:-1])
-    worker_bounds = np.concatenate([[0], worker_bounds, [batch.n_docs]]).astype(np.int64)
+    worker_bounds = even_ranges(token_starts, n_workers)
     row_lengths = np.diff(frozen.row_indptr)
     out_words = np.empty(total * samples, np.int32)
     out_topics = np.empty(total * samples, np.int32)

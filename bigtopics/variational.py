@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kernels.ranges import even_ranges
 from .kernels.sparse_stats import merge_pairs
 from .kernels.variational import (_lsparse_minibatch, _scvb0_minibatch, _vb_minibatch,
                                   expected_counts_by_word)
@@ -32,15 +33,9 @@ from .memory import available_bytes, format_bytes
 DENSE_BYTES_PER_CELL = 8 * 5
 
 
-def _entry_ranges(batch: Minibatch, n_workers: int) -> np.ndarray:
-    """Worker w runs documents [bounds[w], bounds[w + 1]), about equal numbers of entries each."""
-    cuts = np.searchsorted(batch.indptr, np.linspace(0, batch.indptr[-1], n_workers + 1)[1:-1])
-    return np.concatenate([[0], cuts, [batch.n_docs]]).astype(np.int64)
-
-
 def _kernel_args(batch: Minibatch, frozen: FrozenTopics, doc_seeds, n_workers: int) -> tuple:
     return (np.asarray(batch.indptr, np.int64), frozen.local_ids(batch.words), np.asarray(batch.counts, np.int64),
-            np.asarray(doc_seeds, np.uint64), _entry_ranges(batch, n_workers))
+            np.asarray(doc_seeds, np.uint64), even_ranges(np.asarray(batch.indptr, np.int64), n_workers))
 
 
 def _frozen_rows(frozen: FrozenTopics) -> tuple:

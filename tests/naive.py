@@ -252,3 +252,12 @@ def best_match_cosine(learned: np.ndarray, truth: np.ndarray) -> np.ndarray:
     a = learned / np.linalg.norm(learned, axis=1, keepdims=True)
     b = truth / np.linalg.norm(truth, axis=1, keepdims=True)
     return (b @ a.T).max(axis=1)
+
+
+def even_ranges(item_work: np.ndarray, n_ranges: int) -> np.ndarray:
+    """Range r starts at the first item whose preceding work reaches r / n_ranges of the total."""
+    preceding = np.concatenate([[0], np.cumsum(item_work)])
+    total = preceding[-1]
+    starts = [next(i for i in range(len(preceding)) if preceding[i] >= total * r / n_ranges)
+              for r in range(1, n_ranges)]
+    return np.array([0, *starts, len(item_work)])

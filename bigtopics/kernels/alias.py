@@ -15,8 +15,11 @@ the row entries, with alias holding offsets within the row.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit, prange
+
+from .ranges import even_ranges
 
 
 @njit(cache=True)
@@ -78,9 +81,11 @@ def row_alias_tables(indptr, weights):
     alias = np.empty(weights.shape[0], np.int32)
     work = np.empty(weights.shape[0], np.int32)
     totals = np.zeros(n_rows, np.float64)
-    for r in prange(n_rows):
-        lo, hi = indptr[r], indptr[r + 1]
-        totals[r] = build_alias(weights[lo:hi], prob[lo:hi], alias[lo:hi], work[lo:hi])
+    bounds = even_ranges(indptr, numba.get_num_threads())
+    for part in prange(bounds.shape[0] - 1):
+        for r in range(bounds[part], bounds[part + 1]):
+            lo, hi = indptr[r], indptr[r + 1]
+            totals[r] = build_alias(weights[lo:hi], prob[lo:hi], alias[lo:hi], work[lo:hi])
     return prob, alias, totals
 
 

@@ -31,9 +31,11 @@ rows (a model on disk).
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit, prange
 
+from .ranges import even_ranges
 from .special import exp_digamma
 from .table import EMPTY, capacity_for, home_slot, layout_start
 
@@ -72,18 +74,20 @@ def index_rows(row_indptr, row_topics, row_coef):
     slot_topics = np.full(slot_start[n_rows], -1, np.int32)
     slot_coef = np.zeros(slot_start[n_rows], np.float64)
     row_coef_cumsum = np.empty(row_coef.shape[0], np.float64)
-    for r in prange(n_rows):
-        base = slot_start[r]
-        capacity = slot_start[r + 1] - base
-        total = 0.0
-        for j in range(row_indptr[r], row_indptr[r + 1]):
-            total += row_coef[j]
-            row_coef_cumsum[j] = total
-            h = home_slot(row_topics[j], capacity)
-            while slot_topics[base + h] >= 0:
-                h = (h + 1) & (capacity - 1)
-            slot_topics[base + h] = row_topics[j]
-            slot_coef[base + h] = row_coef[j]
+    bounds = even_ranges(slot_start, numba.get_num_threads())
+    for part in prange(bounds.shape[0] - 1):
+        for r in range(bounds[part], bounds[part + 1]):
+            base = slot_start[r]
+            capacity = slot_start[r + 1] - base
+            total = 0.0
+            for j in range(row_indptr[r], row_indptr[r + 1]):
+                total += row_coef[j]
+                row_coef_cumsum[j] = total
+                h = home_slot(row_topics[j], capacity)
+                while slot_topics[base + h] >= 0:
+                    h = (h + 1) & (capacity - 1)
+                slot_topics[base + h] = row_topics[j]
+                slot_coef[base + h] = row_coef[j]
     return row_coef_cumsum, slot_start, slot_topics, slot_coef
 
 
@@ -110,27 +114,29 @@ def freeze_table_rows(words, pi, eta, geometric, topic_norm, row_start, row_capa
     row_coef_cumsum = np.empty(row_indptr[n_rows], np.float64)
     slot_topics = np.empty(slot_start[n_rows], np.int32)
     slot_coef = np.zeros(slot_start[n_rows], np.float64)
-    for r in prange(n_rows):
-        w = words[r]
-        start, capacity, base = row_start[w], row_capacity[w], slot_start[r]
-        if capacity == 0:
-            slot_topics[base] = -1
-            continue
-        first = layout_start(pool_topics, start, capacity)
-        j = row_indptr[r]
-        total = 0.0
-        for i in range(capacity):
-            offset = (first + i) & (capacity - 1)
-            k = pool_topics[start + offset]
-            slot_topics[base + offset] = k  # EMPTY is -1
-            if k == EMPTY:
+    bounds = even_ranges(slot_start, numba.get_num_threads())
+    for part in prange(bounds.shape[0] - 1):
+        for r in range(bounds[part], bounds[part + 1]):
+            w = words[r]
+            start, capacity, base = row_start[w], row_capacity[w], slot_start[r]
+            if capacity == 0:
+                slot_topics[base] = -1
                 continue
-            n = pi * pool_values[start + offset]
-            coef = ((exp_digamma(eta + n) - e0) if geometric else n) / topic_norm[k]
-            total += coef
-            row_topics[j] = k
-            row_coef[j] = coef
-            row_coef_cumsum[j] = total
-            slot_coef[base + offset] = coef
-            j += 1
+            first = layout_start(pool_topics, start, capacity)
+            j = row_indptr[r]
+            total = 0.0
+            for i in range(capacity):
+                offset = (first + i) & (capacity - 1)
+                k = pool_topics[start + offset]
+                slot_topics[base + offset] = k  # EMPTY is -1
+                if k == EMPTY:
+                    continue
+                n = pi * pool_values[start + offset]
+                coef = ((exp_digamma(eta + n) - e0) if geometric else n) / topic_norm[k]
+                total += coef
+                row_topics[j] = k
+                row_coef[j] = coef
+                row_coef_cumsum[j] = total
+                slot_coef[base + offset] = coef
+                j += 1
     return row_indptr, row_topics, row_coef, row_coef_cumsum, slot_start, slot_topics, slot_coef

@@ -10,8 +10,11 @@ algorithms.md section 1); the kernels never look at pi except where they are tol
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit, prange
+
+from .ranges import even_ranges
 
 EMPTY = -1
 MAX_LOAD = 0.7
@@ -259,19 +262,21 @@ def gather_rows(words, scale, sort, row_start, row_capacity, row_size, pool_topi
         indptr[j + 1] = indptr[j] + row_size[words[j]]
     out_topics = np.empty(indptr[-1], np.int32)
     out_values = np.empty(indptr[-1], np.float64)
-    for j in prange(words.shape[0]):
-        word = words[j]
-        p = indptr[j]
-        start, capacity = row_start[word], row_capacity[word]
-        if capacity == 0:
-            continue
-        first = layout_start(pool_topics, start, capacity)
-        for i in range(capacity):
-            slot = start + ((first + i) & (capacity - 1))
-            if pool_topics[slot] != EMPTY:
-                out_topics[p] = pool_topics[slot]
-                out_values[p] = scale * pool_values[slot]
-                p += 1
-        if sort:
-            _sort_by_topic(out_topics, out_values, indptr[j], indptr[j + 1])
+    bounds = even_ranges(indptr, numba.get_num_threads())
+    for part in prange(bounds.shape[0] - 1):
+        for j in range(bounds[part], bounds[part + 1]):
+            word = words[j]
+            p = indptr[j]
+            start, capacity = row_start[word], row_capacity[word]
+            if capacity == 0:
+                continue
+            first = layout_start(pool_topics, start, capacity)
+            for i in range(capacity):
+                slot = start + ((first + i) & (capacity - 1))
+                if pool_topics[slot] != EMPTY:
+                    out_topics[p] = pool_topics[slot]
+                    out_values[p] = scale * pool_values[slot]
+                    p += 1
+            if sort:
+                _sort_by_topic(out_topics, out_values, indptr[j], indptr[j + 1])
     return indptr, out_topics, out_values
