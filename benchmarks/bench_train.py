@@ -11,7 +11,8 @@ copy of that checkpoint with `bigtopics.resume` and trains `--docs` more documen
 configurations start from the same model. Timed runs are repeated `--repeat` times, interleaved
 across configurations, each in a fresh process: this machine's speed varies by up to a third from
 one run to the next (a virtual machine), and the best of several runs is the figure least
-disturbed by it; the median is printed beside it.
+disturbed by it; the median is printed beside it, and for the ratios (parallel efficiency, K
+against K) also the median of the ratios within each round, whose runs follow each other.
 """
 
 from __future__ import annotations
@@ -137,6 +138,15 @@ def main() -> None:
     def median(k, workers):
         return statistics.median(r["s_per_10k_docs"] for r in runs if r["k"] == k and r["workers"] == workers)
 
+    def per_round(numerator, denominator):
+        """The median over rounds of a ratio of two configurations' times in the same round: runs of one
+        round follow each other, so the machine's drifting speed cancels better than between best
+        or median times of different moments."""
+        def seconds(config, rep):
+            k, workers = config
+            return next(r["s_per_10k_docs"] for r in runs if (r["k"], r["workers"], r["repeat"]) == (k, workers, rep))
+        return statistics.median(seconds(numerator, rep) / seconds(denominator, rep) for rep in range(args.repeat))
+
     print(f"\n{time.strftime('%Y-%m-%d %H:%M')}; machine: {platform.processor() or platform.machine()}, {cores} cores; "
           f"store {store}; {args.docs:,} documents timed after {warm:,}, batch {args.batch_size}, "
           f"options {options or 'none (defaults)'}; best (median) of {args.repeat} runs\n")
@@ -154,10 +164,12 @@ def main() -> None:
     if len(worker_counts) > 1 and 1 in worker_counts:
         for k in ks:
             print(f"parallel efficiency at K={k}: {best(k, 1) / (most * best(k, most)):.0%} on {most} cores "
-                  f"(medians: {median(k, 1) / (most * median(k, most)):.0%})")
+                  f"(medians: {median(k, 1) / (most * median(k, most)):.0%}; "
+                  f"per round: {per_round((k, 1), (k, most)) / most:.0%})")
     for k in ks[1:]:
         print(f"time per 10k documents, K={k} vs K={ks[0]}: {best(k, most) / best(ks[0], most):.2f}x "
-              f"(medians: {median(k, most) / median(ks[0], most):.2f}x)")
+              f"(medians: {median(k, most) / median(ks[0], most):.2f}x; "
+              f"per round: {per_round((k, most), (ks[0], most)):.2f}x)")
     if args.json:
         Path(args.json).write_text(json.dumps({"warm": warmed, "runs": runs, "options": options}, indent=2))
 
