@@ -23,14 +23,13 @@ import json
 import math
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from .atomic import atomic_write_bytes
 from .infer import (DocTopics, InferSettings, block_minibatch, check_vocabulary, fit_topic_counts,
                     frozen_point_estimates, infer_block)
 from .kernels.evaluate import completion_loglik, count_cooccurrences, left_to_right_batch
-from .kernels.ranges import document_ranges
+from .kernels.ranges import even_ranges
 from .kernels.rng import stream_seeds
 from .local_step import Minibatch
 from .minibatches import read_documents
@@ -75,13 +74,12 @@ def _left_to_right(source, batch, alpha, eta, seed, particles, resample, n_worke
     local_words = frozen.local_ids(batch.words)
     counts = np.asarray(batch.counts, np.int32)
     token_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])[batch.indptr]
-    bounds = document_ranges(token_starts, n_workers)
+    bounds = even_ranges(token_starts, n_workers)
     out = np.zeros(batch.n_docs)
-    with numba.parallel_chunksize(1):
-        left_to_right_batch(np.asarray(batch.indptr, np.int64), local_words, counts,
-                            batch.doc_seeds(seed, LEFT_TO_RIGHT_STREAM), bounds, float(alpha), int(particles),
-                            bool(resample), int(np.diff(token_starts).max(initial=1)),
-                            int(np.diff(frozen.row_indptr).max(initial=1)), frozen.kernel_view(), out)
+    left_to_right_batch(np.asarray(batch.indptr, np.int64), local_words, counts,
+                        batch.doc_seeds(seed, LEFT_TO_RIGHT_STREAM), bounds, float(alpha), int(particles),
+                        bool(resample), int(np.diff(token_starts).max(initial=1)),
+                        int(np.diff(frozen.row_indptr).max(initial=1)), frozen.kernel_view(), out)
     return float(out.sum())
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
 from .kernels.alias_gibbs import alias_view, sample_minibatch as alias_sample_minibatch
 from .kernels.frozen import freeze_table_rows, index_rows
 from .kernels.gibbs import _sample_minibatch
-from .kernels.ranges import document_ranges
+from .kernels.ranges import even_ranges
 from .kernels.rng import stream_seeds
 from .kernels.sparse_stats import merge_pairs
 from .kernels.special import exp_digamma, exp_digamma_array
@@ -177,8 +176,8 @@ def gibbs_sample(
     The sampler draws each topic from the four buckets (kernels/gibbs.py), exactly with alias
     tables ("alias") or by mh_steps Metropolis-Hastings steps with alias proposals ("mh"; both in
     kernels/alias_gibbs.py). Documents are split into n_workers contiguous ranges of about equal
-    token counts, RANGES_PER_WORKER per thread (kernels/ranges.py); every document has its own
-    random stream and its own output slot, so the result does not depend on n_workers.
+    token counts, each sampled by one numba thread; every document has its own random stream and
+    its own output slot, so the result does not depend on n_workers.
     """
     if samples < 1:
         raise ValueError("samples must be at least 1")
@@ -192,7 +191,7 @@ def gibbs_sample(
     token_starts = entry_tokens[batch.indptr]
     doc_tokens = np.diff(token_starts)
     total = int(token_starts[-1])
-    worker_bounds = document_ranges(token_starts, n_workers)
+    worker_bounds = even_ranges(token_starts, n_workers)
     row_lengths = np.diff(frozen.row_indptr)
     out_words = np.empty(total * samples, np.int32)
     out_topics = np.empty(total * samples, np.int32)
@@ -200,19 +199,18 @@ def gibbs_sample(
     out_n_pairs = np.zeros(batch.n_docs, np.int64)
     seeds = np.asarray(doc_seeds, np.uint64)
     max_doc_tokens = int(doc_tokens.max(initial=1))
-    with numba.parallel_chunksize(1):
-        if sampler == "buckets":
-            _sample_minibatch(
-                batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
-                int(samples), max_doc_tokens, int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words,
-                out_topics, out_counts, out_n_pairs,
-            )
-        else:
-            alias_sample_minibatch(
-                batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
-                int(samples), int(mh_steps) if sampler == "mh" else 0, max_doc_tokens, frozen.alias_view(),
-                out_words, out_topics, out_counts, out_n_pairs,
-            )
+    if sampler == "buckets":
+        _sample_minibatch(
+            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
+            int(samples), max_doc_tokens, int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words,
+            out_topics, out_counts, out_n_pairs,
+        )
+    else:
+        alias_sample_minibatch(
+            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
+            int(samples), int(mh_steps) if sampler == "mh" else 0, max_doc_tokens, frozen.alias_view(),
+            out_words, out_topics, out_counts, out_n_pairs,
+        )
     return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs, samples)
 
 

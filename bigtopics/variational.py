@@ -19,10 +19,9 @@ so its cost and memory stay proportional to the batch's entries times L, not K x
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from .kernels.ranges import document_ranges
+from .kernels.ranges import even_ranges
 from .kernels.sparse_stats import merge_pairs
 from .kernels.variational import (_lsparse_minibatch, _scvb0_minibatch, _vb_minibatch,
                                   expected_counts_by_word)
@@ -36,7 +35,7 @@ DENSE_BYTES_PER_CELL = 8 * 5
 
 def _kernel_args(batch: Minibatch, frozen: FrozenTopics, doc_seeds, n_workers: int) -> tuple:
     return (np.asarray(batch.indptr, np.int64), frozen.local_ids(batch.words), np.asarray(batch.counts, np.int64),
-            np.asarray(doc_seeds, np.uint64), document_ranges(batch.indptr, n_workers))
+            np.asarray(doc_seeds, np.uint64), even_ranges(np.asarray(batch.indptr, np.int64), n_workers))
 
 
 def _frozen_rows(frozen: FrozenTopics) -> tuple:
@@ -85,9 +84,8 @@ def vb_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray,
     doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
     doc_weight = np.zeros((batch.n_docs, frozen.n_topics))
     entry_scale = np.zeros(len(local_words))
-    with numba.parallel_chunksize(1):
-        _vb_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(max_iterations),
-                      *_frozen_rows(frozen), doc_weight, entry_scale)
+    _vb_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(max_iterations),
+                  *_frozen_rows(frozen), doc_weight, entry_scale)
     return _dense_stats(batch, frozen, local_words, doc_weight, entry_scale)
 
 
@@ -107,9 +105,8 @@ def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarr
     doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
     doc_weight = np.zeros((batch.n_docs, frozen.n_topics))
     entry_scale = np.zeros(len(local_words))
-    with numba.parallel_chunksize(1):
-        _scvb0_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(burnin),
-                         *_frozen_rows(frozen), doc_weight, entry_scale)
+    _scvb0_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(burnin),
+                     *_frozen_rows(frozen), doc_weight, entry_scale)
     return _dense_stats(batch, frozen, local_words, doc_weight, entry_scale)
 
 
@@ -134,10 +131,8 @@ def lsparse_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.nda
     out_topics = np.empty(n_slots, np.int32)
     out_values = np.empty(n_slots, np.float64)
     out_n_pairs = np.zeros(batch.n_docs, np.int64)
-    with numba.parallel_chunksize(1):
-        _lsparse_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(top_l),
-                           int(max_iterations), *_frozen_rows(frozen), out_words, out_topics, out_values,
-                           out_n_pairs)
+    _lsparse_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(top_l),
+                       int(max_iterations), *_frozen_rows(frozen), out_words, out_topics, out_values, out_n_pairs)
     words, topics, values = merge_pairs(out_words, out_topics, out_values, doc_indptr[:-1] * top_l, out_n_pairs,
                                         len(frozen.words), frozen.n_topics)
     return SparseStats(frozen.words[words], topics, values)

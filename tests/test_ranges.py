@@ -1,5 +1,5 @@
-"""Work ranges of the parallel drivers (kernels/ranges.py), and that the drivers using them give
-the same result on any number of threads."""
+"""Work ranges of the parallel drivers (kernels/ranges.py), and that the passes over word rows
+give the same result on any number of threads."""
 
 import numba
 import numpy as np
@@ -23,6 +23,11 @@ def test_even_ranges_match_the_reference(work, n_ranges):
     assert (np.diff(bounds) >= 0).all()
 
 
+def test_no_ranges_is_an_error():
+    with pytest.raises(ValueError, match="at least 1"):
+        even_ranges(np.arange(5, dtype=np.int64), 0)
+
+
 def test_skewed_rows_split_by_work_not_by_count():
     """Word rows in frequency order: the first few rows hold most of the work."""
     work = np.concatenate([[1000] * 4, np.ones(996, np.int64)])
@@ -30,22 +35,25 @@ def test_skewed_rows_split_by_work_not_by_count():
     assert bounds.tolist() == [0, 3, 1000]
 
 
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 threads to compare")
 @pytest.mark.parametrize("estimate", ["mean", "geometric"])
-def test_frozen_view_does_not_depend_on_the_number_of_threads(estimate):
+def test_row_passes_do_not_depend_on_the_number_of_threads(estimate):
+    """Freezing the table (freeze_table_rows), indexing CSR rows (index_rows), alias tables per row
+    (row_alias_tables) and gathering rows (gather_rows), on 1 thread and on all."""
     table = trained_table()
     words = np.arange(0, V, 2)
-    views, rows = [], []
+    results = []
     before = numba.get_num_threads()
     try:
-        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+        for threads in (1, numba.config.NUMBA_NUM_THREADS):
             numba.set_num_threads(threads)
-            views.append(FrozenTopics.from_table(table, words, ETA, estimate))
-            rows.append(table.rows(words))
+            frozen = FrozenTopics.from_table(table, words, ETA, estimate)
+            rows = table.rows(words)
+            from_rows = FrozenTopics.from_rows(words, *rows, table.topic_totals(), ETA, V, estimate)
+            results.append((*frozen.kernel_view(), *frozen.alias_view(), *rows, *from_rows.kernel_view()))
     finally:
         numba.set_num_threads(before)
-    for other, other_rows in zip(views[1:], rows[1:]):
-        for x, y in zip(views[0].kernel_view(), other.kernel_view()):
-            np.testing.assert_array_equal(x, y, strict=True)
-        np.testing.assert_array_equal(views[0].alias_view()[3], other.alias_view()[3])
-        for x, y in zip(rows[0], other_rows):
-            np.testing.assert_array_equal(x, y)
+    one, many = results
+    assert len(one) == len(many)
+    for x, y in zip(one, many):
+        np.testing.assert_array_equal(x, y, strict=not np.isscalar(x))

@@ -16,6 +16,8 @@ def even_ranges(cumulative, n_ranges):
     (documents, word rows) differ in size by orders of magnitude, and word rows come in
     descending frequency order: equal item counts would leave one worker most of the work.
     """
+    if n_ranges < 1:
+        raise ValueError("the number of ranges must be at least 1")
     n_items = cumulative.shape[0] - 1
     total = cumulative[n_items]
     bounds = np.empty(n_ranges + 1, np.int64)
@@ -24,18 +26,3 @@ def even_ranges(cumulative, n_ranges):
         bounds[r] = np.searchsorted(cumulative, total * r / n_ranges)
     bounds[n_ranges] = n_items
     return bounds
-
-
-# Each worker's share of a minibatch is cut into this many document ranges, which numba's threads
-# take one at a time (run the driver under numba.parallel_chunksize(1)): a thread that finishes
-# early takes the next range instead of idling until the slowest is done. Which thread samples a
-# range does not change the result (per-document seeds and output slots). Measured on one
-# minibatch of Gutenberg sections at K = 100 and 2000, 2 threads against 1 (benchmarks/RESULTS.md,
-# "Training throughput"): 0.90-0.97 of a perfect speed-up with one range per thread, 0.95-1.04
-# with 8.
-RANGES_PER_WORKER = 8
-
-
-def document_ranges(cumulative_tokens, n_workers: int) -> np.ndarray:
-    """even_ranges of documents for n_workers threads taking RANGES_PER_WORKER ranges each."""
-    return even_ranges(np.asarray(cumulative_tokens, np.int64), n_workers * RANGES_PER_WORKER)

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 
 from .jit import document_kernel
+from .ranges import even_ranges
 from .rng import next_uniform
 from .special import digamma
 from .synth import log_gamma_variate
@@ -334,10 +336,11 @@ def expected_counts_by_word(word_indptr, word_entries, entry_doc, entry_scale, d
     entries word_entries[word_indptr[w]:word_indptr[w + 1]], summed in that order (ascending
     documents), so every sum is fixed whatever the number of threads. out must be zero."""
     n_words, n_topics = out.shape
-    n_chunks = min(n_words, 64)  # ranges of words, each with its own beta scratch
-    for chunk in prange(n_chunks):
+    # a word costs its entries plus one pass over K; each range has its own beta scratch
+    bounds = even_ranges(word_indptr + np.arange(n_words + 1), numba.get_num_threads())
+    for part in prange(bounds.shape[0] - 1):
         beta = smoothing.copy()
-        for w in range(chunk * n_words // n_chunks, (chunk + 1) * n_words // n_chunks):
+        for w in range(bounds[part], bounds[part + 1]):
             acc = out[w]
             for i in range(word_indptr[w], word_indptr[w + 1]):
                 e = word_entries[i]
