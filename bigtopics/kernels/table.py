@@ -258,13 +258,12 @@ def gather_rows(words, scale, sort, row_start, row_capacity, row_size, pool_topi
     Costs O(sum of those rows' capacities), independent of the number of topics.
     """
     indptr = np.zeros(words.shape[0] + 1, np.int64)
-    for j in range(words.shape[0]):
-        indptr[j + 1] = indptr[j] + row_size[words[j]]
-    out_topics = np.empty(indptr[-1], np.int32)
-    out_values = np.empty(indptr[-1], np.float64)
     slots = np.zeros(words.shape[0] + 1, np.int64)  # the work: a row's capacity
     for j in range(words.shape[0]):
+        indptr[j + 1] = indptr[j] + row_size[words[j]]
         slots[j + 1] = slots[j] + row_capacity[words[j]]
+    out_topics = np.empty(indptr[-1], np.int32)
+    out_values = np.empty(indptr[-1], np.float64)
     bounds = even_ranges(slots, numba.get_num_threads())
     for part in prange(bounds.shape[0] - 1):
         for j in range(bounds[part], bounds[part + 1]):
