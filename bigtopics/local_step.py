@@ -82,30 +82,38 @@ class FrozenTopics:
     def kernel_view(self) -> tuple:
         """The tuple the sampler kernels take (kernels/frozen.py, kernels/gibbs.py), built on first use."""
         if self._view is None:
-            self._view = self._with_index(*index_rows(self.row_indptr, self.row_topics, self.row_coef))
+            row_coef_cumsum, *index = index_rows(self.row_indptr, self.row_topics, self.row_coef)
+            self._view = self._with_index(row_coef_cumsum, (*index, np.ones(self.n_topics)))
         return self._view
 
-    def _with_index(self, row_coef_cumsum, slot_start, slot_topics, slot_coef) -> tuple:
+    def _with_index(self, row_coef_cumsum, index) -> tuple:
         return (self.row_indptr, self.row_topics, self.row_coef, row_coef_cumsum,
-                self.smoothing, np.cumsum(self.smoothing), slot_start, slot_topics, slot_coef)
+                self.smoothing, np.cumsum(self.smoothing), *index)
 
     def alias_view(self) -> tuple:
         """The tuple the alias samplers take (see kernels/alias_gibbs.py), built on first use."""
         if self._alias_view is None:
             self._alias_view = alias_view(self.row_indptr, self.row_topics, self.row_coef, self.smoothing,
-                                          *self.kernel_view()[6:])
+                                          self.kernel_view()[6:])
         return self._alias_view
 
     @classmethod
     def from_table(cls, table, words: np.ndarray, eta: float, estimate: str = "mean") -> "FrozenTopics":
-        """Freeze `table` (a TopicWordTable) for the given ascending word ids, rows and index in
-        one parallel pass over the table (kernels/frozen.py)."""
+        """Freeze `table` (a TopicWordTable) for the given ascending word ids in one parallel pass
+        over its rows (kernels/frozen.py). For the mean estimate the lookups read the table's own
+        slots, so the result is valid only until the table next changes."""
         words = table._check_ids(words, table.n_words, "word")
         smoothing, topic_norm = _smoothing(table.topic_totals(), eta, table.n_words, estimate)
-        row_indptr, row_topics, row_coef, *index = freeze_table_rows(
-            words, table.pi, float(eta), estimate == "geometric", topic_norm, *table.row_arrays())
+        geometric = estimate == "geometric"
+        topic_scale = 1.0 / topic_norm if geometric else table.pi / topic_norm
+        row_start, row_capacity, row_size, pool_topics, pool_values = table.row_arrays()
+        row_indptr, row_topics, row_coef, row_coef_cumsum = freeze_table_rows(
+            words, table.pi, float(eta), geometric, topic_scale, row_start, row_capacity, row_size, pool_topics,
+            pool_values)
         frozen = cls(words, row_indptr, row_topics, row_coef, smoothing)
-        frozen._view = frozen._with_index(*index)
+        if not geometric:
+            index = (row_start[words], row_capacity[words].astype(np.int64), pool_topics, pool_values, topic_scale)
+            frozen._view = frozen._with_index(row_coef_cumsum, index)
         return frozen
 
     @classmethod

@@ -108,7 +108,7 @@ class Model:
     def rows(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For ascending word ids: (indptr, topics int32, N values float64), word-major.
 
-        The same contract as TopicWordTable.rows, so FrozenTopics.from_table works on a model.
+        The same contract as TopicWordTable.rows, so FrozenTopics.from_rows works on a model.
         """
         if self._word_rows is None:
             # inference touches most rows over a corpus: hold them (memory ∝ model entries)

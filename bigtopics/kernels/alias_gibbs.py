@@ -33,9 +33,8 @@ the exact sampler's; one token's few steps are not an exact draw, so it mixes mo
 sweep. A step costs O(1): an alias draw, or one or two row-hash lookups for f_w.
 
 The alias view is the tuple (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals,
-smoothing, smoothing_prob, smoothing_alias, smoothing_total, slot_start, slot_topics, slot_coef): the rows and
-their alias tables (kernels/alias.py) and totals, the dense table, and the rows' hash
-(kernels/frozen.py).
+smoothing, smoothing_prob, smoothing_alias, smoothing_total, *index): the rows and their alias tables
+(kernels/alias.py) and totals, the dense table, and the rows' index (kernels/frozen.py) spliced in.
 """
 
 from __future__ import annotations
@@ -52,18 +51,18 @@ from .rng import next_uniform
 # As in kernels/gibbs.py, per-token helpers are inlined and documents run without reference counting.
 
 
-def alias_view(row_indptr, row_topics, row_coef, smoothing, slot_start, slot_topics, slot_coef) -> tuple:
+def alias_view(row_indptr, row_topics, row_coef, smoothing, index) -> tuple:
     """The alias view of one minibatch's frozen topics (the rows' index from kernels/frozen.py)."""
     row_prob, row_alias, row_totals = row_alias_tables(row_indptr, row_coef)
     smoothing_prob, smoothing_alias, smoothing_total = alias_table(smoothing)
     return (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals,
-            smoothing, smoothing_prob, smoothing_alias, float(smoothing_total), slot_start, slot_topics, slot_coef)
+            smoothing, smoothing_prob, smoothing_alias, float(smoothing_total), *index)
 
 
 @njit(cache=True, inline="always")
 def word_weight(view, w, k):
     """f_w(k) = smoothing[k] + coef[k, w], coef by the row hash."""
-    return view[6][k] + lookup(view[10], view[11], view[12], w, k)
+    return view[6][k] + lookup(view[10:], w, k)
 
 
 @njit(cache=True, inline="always")
@@ -71,7 +70,7 @@ def exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum):
     """Draw from p(k) ∝ (alpha + n_dk) f_w(k) exactly; n_dk and doc_topics[:n_doc_topics] must
     exclude the token. doc_cum is scratch of at least n_doc_topics entries. Returns (state, k)."""
     (row_indptr, row_topics, _, row_prob, row_alias, row_totals, _, smoothing_prob, smoothing_alias,
-     smoothing_total, _, _, _) = view
+     smoothing_total) = view[:10]
     doc_mass = 0.0
     for m in range(n_doc_topics):
         k = doc_topics[m]
@@ -93,7 +92,7 @@ def exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum):
 def word_proposal(state, w, view):
     """t ~ q_w(t) ∝ f_w(t). Returns (state, t, f_w(t)), f_w(t) = -1 when not known without a lookup."""
     (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals, smoothing, smoothing_prob,
-     smoothing_alias, smoothing_total, _, _, _) = view
+     smoothing_alias, smoothing_total) = view[:10]
     lo = row_indptr[w]
     state, u = next_uniform(state)
     from_row = u * (smoothing_total + row_totals[w]) < row_totals[w]

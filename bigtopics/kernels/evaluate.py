@@ -33,8 +33,8 @@ def word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
 
     doc_topics[:n_doc_topics] are the topics with n_dk > 0 and doc_mass = sum n_dk smoothing.
     """
-    (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slot_topics,
-     slot_coef) = frozen
+    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum = frozen[:6]
+    index = frozen[6:]
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
     shared = 0.0
@@ -43,7 +43,7 @@ def word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
             shared += n_dk[row_topics[j]] * row_coef[j]
     else:
         for i in range(n_doc_topics):
-            shared += n_dk[doc_topics[i]] * lookup(slot_start, slot_topics, slot_coef, w, doc_topics[i])
+            shared += n_dk[doc_topics[i]] * lookup(index, w, doc_topics[i])
     row = row_coef_cumsum[hi - 1] if hi > lo else 0.0
     return shared + alpha * row + doc_mass + alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
 

@@ -4,8 +4,6 @@ For the minibatch's words (rows r = 0, 1, ...) the view holds, as CSR over rows,
 
     row_topics[j], row_coef[j]   the topics k with N[k, w] > 0 and their coefficients
     row_coef_cumsum[j]           the running sum of row_coef within the row
-    slot_start, slot_topics,     per row an open-addressing table topic -> coef, so that a
-    slot_coef                    (word, topic) lookup is O(1) and reads one slot
 
 plus dense per-topic terms (smoothing[k]) that the callers add, so that smoothing[k] + coef[k, w]
 estimates beta[k, w] under q(beta_k) = Dirichlet(eta + N[k]) either by its mean (as CVB0, SCVB0
@@ -22,11 +20,18 @@ or by its geometric mean (Mimno et al. 2012, eq. 9)
 
 In both, coef[k, w] > 0 only where N[k, w] > 0.
 
-A row's table has a power-of-two number of slots at most MAX_LOAD full (slot_topics -1 where
-free), probed linearly from home_slot: the topic-word table's own layout (kernels/table.py).
-freeze_table_rows therefore copies a table row slot for slot while it computes the
-coefficients, in one parallel pass over the rows; index_rows builds the same structure from CSR
-rows (a model on disk).
+A (word, topic) lookup reads the rows' index, five arrays that end the view's tuple
+
+    index = (slot_start, slot_capacity, slot_topics, slot_values, topic_scale):
+        row r's slots are [slot_start[r], slot_start[r] + slot_capacity[r]), an open-addressing
+        table topic -> value (slot_topics -1 where free), and coef[k, w] = value * topic_scale[k]
+
+in the topic-word table's own layout (kernels/table.py: power-of-two capacities at most
+MAX_LOAD full, linear probing from home_slot), so a lookup is O(1) and reads one slot. For the
+mean estimate the index IS the table's pool: coef = M[k, w] * pi / (V eta + N[k]) with the
+stored values M = N / pi, so freezing copies no slots; the view is valid until the table
+changes. Otherwise (the geometric estimate, or rows of a model on disk) index_rows builds an
+index of the row coefficients with topic_scale 1.
 """
 
 from __future__ import annotations
@@ -44,41 +49,37 @@ MIN_INDEX_SLOTS = 2
 
 
 @njit(cache=True, inline="always")
-def lookup(slot_start, slot_topics, slot_coef, r, k):
-    """coef[k, w] of row r's word, 0.0 where topic k is not in the row."""
+def lookup(index, r, k):
+    """coef[k, w] of row r's word, 0.0 where topic k is not in the row (index: module docstring)."""
+    slot_start, slot_capacity, slot_topics, slot_values, topic_scale = index
+    capacity = slot_capacity[r]
+    if capacity == 0:
+        return 0.0
     base = slot_start[r]
-    capacity = slot_start[r + 1] - base
     h = home_slot(k, capacity)
     while slot_topics[base + h] != k and slot_topics[base + h] >= 0:
         h = (h + 1) & (capacity - 1)
-    return slot_coef[base + h] if slot_topics[base + h] == k else 0.0
-
-
-@njit(cache=True)
-def _index_capacities(sizes):
-    """Slots of each row's index: the table's capacity rule, and one free slot for an empty row
-    (so a lookup there reads -1 and stops)."""
-    out = np.empty(sizes.shape[0] + 1, np.int64)
-    out[0] = 0
-    for r in range(sizes.shape[0]):
-        out[r + 1] = out[r] + max(1, capacity_for(sizes[r], MIN_INDEX_SLOTS))
-    return out
+    return slot_values[base + h] * topic_scale[k] if slot_topics[base + h] == k else 0.0
 
 
 @njit(parallel=True)
 def index_rows(row_indptr, row_topics, row_coef):
-    """The running sums and the lookup tables of CSR rows:
-    (row_coef_cumsum, slot_start, slot_topics, slot_coef)."""
+    """The running sums and the index of CSR rows: (row_coef_cumsum, slot_start, slot_capacity,
+    slot_topics, slot_values), values = coef (the index's topic_scale is 1)."""
     n_rows = row_indptr.shape[0] - 1
-    slot_start = _index_capacities(row_indptr[1:] - row_indptr[:-1])
+    slot_capacity = np.empty(n_rows, np.int64)
+    slot_start = np.zeros(n_rows + 1, np.int64)
+    for r in range(n_rows):
+        slot_capacity[r] = capacity_for(row_indptr[r + 1] - row_indptr[r], MIN_INDEX_SLOTS)
+        slot_start[r + 1] = slot_start[r] + slot_capacity[r]
     slot_topics = np.full(slot_start[n_rows], -1, np.int32)
-    slot_coef = np.zeros(slot_start[n_rows], np.float64)
+    slot_values = np.zeros(slot_start[n_rows], np.float64)
     row_coef_cumsum = np.empty(row_coef.shape[0], np.float64)
     bounds = even_ranges(slot_start, numba.get_num_threads())
     for part in prange(bounds.shape[0] - 1):
         for r in range(bounds[part], bounds[part + 1]):
             base = slot_start[r]
-            capacity = slot_start[r + 1] - base
+            capacity = slot_capacity[r]
             total = 0.0
             for j in range(row_indptr[r], row_indptr[r + 1]):
                 total += row_coef[j]
@@ -87,56 +88,50 @@ def index_rows(row_indptr, row_topics, row_coef):
                 while slot_topics[base + h] >= 0:
                     h = (h + 1) & (capacity - 1)
                 slot_topics[base + h] = row_topics[j]
-                slot_coef[base + h] = row_coef[j]
-    return row_coef_cumsum, slot_start, slot_topics, slot_coef
+                slot_values[base + h] = row_coef[j]
+    return row_coef_cumsum, slot_start, slot_capacity, slot_topics, slot_values
 
 
 @njit(parallel=True)
-def freeze_table_rows(words, pi, eta, geometric, topic_norm, row_start, row_capacity, row_size, pool_topics,
+def freeze_table_rows(words, pi, eta, geometric, topic_scale, row_start, row_capacity, row_size, pool_topics,
                       pool_values):
-    """The frozen view of table rows `words` (N = pi M) in one pass: (row_indptr, row_topics,
-    row_coef, row_coef_cumsum, slot_start, slot_topics, slot_coef) with coef = N / topic_norm[k], or if
-    `geometric` (e^psi(eta + N) - e^psi(eta)) / topic_norm[k]; topic_norm is the matching
-    V eta + N[k] or e^psi(V eta + N[k]).
+    """The rows of table rows `words` (N = pi M) in one pass: (row_indptr, row_topics, row_coef,
+    row_coef_cumsum) with coef = M * topic_scale[k] (topic_scale = pi / (V eta + N[k])), or if
+    `geometric` (e^psi(eta + N) - e^psi(eta)) * topic_scale[k] (topic_scale = 1 / e^psi(V eta + N[k])).
 
-    Entries come in the table's layout order and each row's lookup table mirrors its segment, so
-    the view depends only on the table's contents and layout, which checkpoints preserve.
+    Entries come in the table's layout order, so the view depends only on the table's contents
+    and layout, which checkpoints preserve.
     """
     e0 = exp_digamma(eta)
     n_rows = words.shape[0]
     row_indptr = np.zeros(n_rows + 1, np.int64)
-    slot_start = np.zeros(n_rows + 1, np.int64)
+    work = np.zeros(n_rows + 1, np.int64)
     for r in range(n_rows):
         row_indptr[r + 1] = row_indptr[r] + row_size[words[r]]
-        slot_start[r + 1] = slot_start[r] + max(1, row_capacity[words[r]])
+        work[r + 1] = work[r] + 1 + row_capacity[words[r]]
     row_topics = np.empty(row_indptr[n_rows], np.int32)
     row_coef = np.empty(row_indptr[n_rows], np.float64)
     row_coef_cumsum = np.empty(row_indptr[n_rows], np.float64)
-    slot_topics = np.empty(slot_start[n_rows], np.int32)
-    slot_coef = np.zeros(slot_start[n_rows], np.float64)
-    bounds = even_ranges(slot_start, numba.get_num_threads())
+    bounds = even_ranges(work, numba.get_num_threads())
     for part in prange(bounds.shape[0] - 1):
         for r in range(bounds[part], bounds[part + 1]):
             w = words[r]
-            start, capacity, base = row_start[w], row_capacity[w], slot_start[r]
+            start, capacity = row_start[w], row_capacity[w]
             if capacity == 0:
-                slot_topics[base] = -1
                 continue
             first = layout_start(pool_topics, start, capacity)
             j = row_indptr[r]
             total = 0.0
             for i in range(capacity):
-                offset = (first + i) & (capacity - 1)
-                k = pool_topics[start + offset]
-                slot_topics[base + offset] = k  # EMPTY is -1
+                slot = start + ((first + i) & (capacity - 1))
+                k = pool_topics[slot]
                 if k == EMPTY:
                     continue
-                n = pi * pool_values[start + offset]
-                coef = ((exp_digamma(eta + n) - e0) if geometric else n) / topic_norm[k]
+                m = pool_values[slot]
+                coef = ((exp_digamma(eta + pi * m) - e0) if geometric else m) * topic_scale[k]
                 total += coef
                 row_topics[j] = k
                 row_coef[j] = coef
                 row_coef_cumsum[j] = total
-                slot_coef[base + offset] = coef
                 j += 1
-    return row_indptr, row_topics, row_coef, row_coef_cumsum, slot_start, slot_topics, slot_coef
+    return row_indptr, row_topics, row_coef, row_coef_cumsum

@@ -22,8 +22,8 @@ static counterpart of Li et al.'s alias tables). A draw therefore costs
 O(min(row length, doc topics) + doc topics + log K), never O(K).
 
 The frozen view is the tuple (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing,
-smoothing_cumsum, slot_start, slot_topics, slot_coef) of kernels/frozen.py, with smoothing's
-running sum added.
+smoothing_cumsum, *index) of kernels/frozen.py, with smoothing's running sum added and the
+rows' index spliced in (numba's parallel drivers take flat tuples only).
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, wo
     the token being resampled. word_cum / word_topic are scratch of at least min(K, longest row)
     entries.
     """
-    (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum, slot_start, slot_topics,
-     slot_coef) = frozen
+    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum = frozen[:6]
+    index = frozen[6:]
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
     static_mass = alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
@@ -85,7 +85,7 @@ def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, wo
         shared_mass = 0.0
         for i in range(n_doc_topics):
             t = doc_topics[i]
-            c = lookup(slot_start, slot_topics, slot_coef, w, t)
+            c = lookup(index, w, t)
             if c > 0.0:
                 shared_mass += n_dk[t] * c
                 word_cum[n_shared] = shared_mass
