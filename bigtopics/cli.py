@@ -176,8 +176,8 @@ def demo(workdir, n_topics, epochs):
 @click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
 @click.option("--kappa", type=float, help="Learning-rate decay, rho_t = (tau0 + t)^-kappa.  [default: 0.6]")
 @click.option("--tau0", type=float, help="Learning-rate offset.  [default: 64]")
-@click.option("--burnin", type=int, help="Gibbs sweeps discarded per document.  [default: 2]")
-@click.option("--samples", type=int, help="Gibbs sweeps averaged per document.  [default: 2]")
+@click.option("--burnin", type=int, help="Gibbs sweeps discarded per document (scvb0: burn-in passes).  [default: 3]")
+@click.option("--samples", type=int, help="Gibbs sweeps averaged per document.  [default: 3]")
 @click.option("--local-step", type=click.Choice(["gibbs", "vb", "lsparse", "scvb0"]),
               help="Per-document inference: gibbs (sparse hybrid Gibbs), vb (Online VB, dense in K), lsparse "
                    "(top-L variational responsibilities), scvb0 (stochastic collapsed VB).  [default: gibbs]")
