@@ -174,8 +174,8 @@ def demo(workdir, n_topics, epochs):
 @click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024]")
 @click.option("--alpha", type=float, help="Document-topic prior of each topic.  [default: 5/K, as MALLET]")
 @click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
-@click.option("--kappa", type=float, help="Learning-rate decay, rho_t = (tau0 + t)^-kappa.  [default: 0.6]")
-@click.option("--tau0", type=float, help="Learning-rate offset.  [default: 64]")
+@click.option("--kappa", type=float, help="Learning-rate decay, rho_t = (tau0 + t)^-kappa.  [default: 0.51]")
+@click.option("--tau0", type=float, help="Learning-rate offset.  [default: 1]")
 @click.option("--burnin", type=int, help="Gibbs sweeps discarded per document (scvb0: burn-in passes).  [default: 3]")
 @click.option("--samples", type=int, help="Gibbs sweeps averaged per document.  [default: 3]")
 @click.option("--local-step", type=click.Choice(["gibbs", "vb", "lsparse", "scvb0"]),
