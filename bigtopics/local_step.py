@@ -101,7 +101,9 @@ class FrozenTopics:
     def from_table(cls, table, words: np.ndarray, eta: float, estimate: str = "mean") -> "FrozenTopics":
         """Freeze `table` (a TopicWordTable) for the given ascending word ids in one parallel pass
         over its rows (kernels/frozen.py). For the mean estimate the lookups read the table's own
-        slots, so the result is valid only until the table next changes."""
+        slots, so the result is valid only until the table next changes, and it holds the whole
+        table: to ship a view to another process or machine, build it with from_rows, whose
+        index covers the minibatch's words alone."""
         words = table._check_ids(words, table.n_words, "word")
         smoothing, topic_norm = _smoothing(table.topic_totals(), eta, table.n_words, estimate)
         geometric = estimate == "geometric"
