@@ -71,6 +71,17 @@ def child(spec: dict) -> None:
         with open(spec["log"], "a") as f:
             f.write(json.dumps(record) + "\n")
 
+    phase = Path(spec["phase"])
+    marks = iter(range(1, 1 << 62))
+
+    def mark(name: str) -> None:
+        """Tell the parent which phase the memory it polls belongs to (see run_child)."""
+        tmp = phase.with_name(phase.name + ".tmp")
+        tmp.write_text(f"{next(marks)} {name}")
+        os.replace(tmp, phase)
+
+    mark("train")  # preparing (corpus conversion, numba's compilation) counts as training memory
+
     start = time.perf_counter()
     system = peers.SYSTEM_CLASSES[spec["system"]](spec["store"], work, spec["k"], spec["alpha"], spec["seed"],
                                                  spec["batch_size"], spec["workers"], spec["options"])
@@ -86,7 +97,9 @@ def child(spec: dict) -> None:
         snapshot = None
         if last or p in spec["snapshot_passes"]:
             snapshot = str(work / f"p{p:04d}.f32")
+            mark("snapshot")
             peers.write_snapshot(system, Path(snapshot))
+            mark("train")  # after write_snapshot has returned and freed its dense rows
         record = {"event": "pass", "pass": p, "seconds": seconds, "pass_s": pass_s, "snapshot": snapshot}
         log(record)
         if last:
@@ -116,21 +129,40 @@ def tree_memory(proc) -> int:
     return total
 
 
+def read_phase(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
 def run_child(spec: dict, hard_limit_s: float) -> dict:
-    """Run one child, polling its memory; returns its log records plus peak memory and status."""
+    """Run one child, polling its memory; returns its log records plus peak memory and status.
+
+    Two peaks: over the whole child, and while it trains (preparing and passes), leaving out the
+    harness's own snapshots (a system's K x V p(w|k), converted chunk by chunk for the evaluator),
+    which no user's run makes. A poll counts as training only if the child's phase mark read
+    before and after it is the same "train" mark.
+    """
     import psutil
 
     Path(spec["log"]).unlink(missing_ok=True)
+    phase = Path(spec["phase"])
+    phase.unlink(missing_ok=True)
     output = Path(spec["log"]).with_suffix(".out")  # a file, not a pipe: a chatty child never blocks
     with open(output, "w") as out:
         proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=out, stderr=out)
     ps = psutil.Process(proc.pid)
-    peak, start, killed = 0, time.monotonic(), False
+    peak, train_peak, start, killed = 0, 0, time.monotonic(), False
     while proc.poll() is None:
+        before = read_phase(phase)
         try:
-            peak = max(peak, tree_memory(ps))
+            memory = tree_memory(ps)
         except psutil.NoSuchProcess:
             break
+        peak = max(peak, memory)
+        if before is not None and before.endswith(" train") and read_phase(phase) == before:
+            train_peak = max(train_peak, memory)
         if time.monotonic() - start > hard_limit_s:
             for p in ps.children(recursive=True) + [ps]:  # only the processes this child started
                 try:
@@ -144,7 +176,8 @@ def run_child(spec: dict, hard_limit_s: float) -> dict:
     stderr = output.read_text(errors="replace")
     records = [json.loads(line) for line in Path(spec["log"]).read_text().splitlines()] \
         if Path(spec["log"]).exists() else []
-    out = {"peak_mem_mib": peak / 2**20, "passes": [r for r in records if r["event"] == "pass"]}
+    out = {"peak_mem_mib": peak / 2**20, "peak_train_mem_mib": train_peak / 2**20,
+           "passes": [r for r in records if r["event"] == "pass"]}
     for r in records:
         if r["event"] in ("ready", "done"):
             out.update({k: v for k, v in r.items() if k != "event"})
@@ -287,7 +320,8 @@ def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], di
     by = {r["system"]: r for r in runs if r["k"] == k}
     base = by.get("bigtopics")
     lines = ["", f"=== K = {k} ===", "", "Equal passes (training time excludes corpus conversion and evaluation;"
-             " bigtopics' numba compile is the separate warm-up)", ""]
+             " bigtopics' numba compile is the separate warm-up;", "peak MiB: summed PSS while preparing and"
+             " training, not while the harness converts a snapshot)", ""]
     head = (f"{'system':9s} {'pass':>4s} {'train s':>8s} {'Mtok/s':>7s} {'peak MiB':>8s} {'heldout':>8s} "
             f"{'coher.':>7s} {'time/bigtopics':>14s} {'ll-bigtopics':>12s}")
     lines += [head, "-" * len(head)]
@@ -303,10 +337,11 @@ def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], di
             ratio = f"{r['seconds'] / b['seconds']:13.2f}x" if b else f"{'-':>14s}"
             diff = f"{r['heldout_loglik'] - b['heldout_loglik']:+12.3f}" if b else f"{'-':>12s}"
             lines.append(f"{name:9s} {p:4d} {r['seconds']:8.1f} {n_tokens * p / r['seconds'] / 1e6:7.2f} "
-                         f"{run['peak_mem_mib']:8.0f} {r['heldout_loglik']:8.3f} {r['coherence']:7.1f} {ratio} {diff}")
+                         f"{run['peak_train_mem_mib']:8.0f} {r['heldout_loglik']:8.3f} {r['coherence']:7.1f} {ratio} {diff}")
             summary["equal_passes"].append({"system": name, "pass": p, "seconds": r["seconds"],
                                             "tokens_per_s": n_tokens * p / r["seconds"],
-                                            "peak_mem_mib": run["peak_mem_mib"],
+                                            "peak_mem_mib": run["peak_train_mem_mib"],
+                                            "peak_mem_with_snapshots_mib": run["peak_mem_mib"],
                                             "heldout_loglik": r["heldout_loglik"], "coherence": r["coherence"]})
     lines += notes
     peer_finals = {n: final(r) for n, r in by.items() if n != "bigtopics" and final(r)}
@@ -418,7 +453,8 @@ def main() -> None:
                         "alpha": alpha_for(k, args), "seed": args.seed, "batch_size": args.batch_size, "workers": cores,
                         "options": options if system == "bigtopics" else {}, "max_passes": max_passes,
                         "snapshot_passes": snapshot_schedule(args.passes, max_passes),
-                        "max_seconds": args.max_train_seconds, "log": str(work / f"{system}-k{k}.jsonl")}
+                        "max_seconds": args.max_train_seconds, "log": str(work / f"{system}-k{k}.jsonl"),
+                        "phase": str(work / f"{system}-k{k}.phase")}
                 Path(spec["work"]).mkdir(parents=True)
                 run = run_child(spec, hard_limit_s=max(4 * args.max_train_seconds, args.max_train_seconds + 600))
                 run.update(system=system, k=k)
@@ -426,7 +462,8 @@ def main() -> None:
                 last = run["passes"][-1] if run["passes"] else None
                 print(f"trained {system:9s} K={k:<5d} "
                       + (f"{last['pass']} passes in {last['seconds']:.1f} s" if last else "no pass")
-                      + f", peak {run['peak_mem_mib']:.0f} MiB; {run.get('stopped', '')}", flush=True)
+                      + f", peak {run['peak_train_mem_mib']:.0f} MiB training, {run['peak_mem_mib']:.0f} MiB "
+                      f"with the harness's snapshots; {run.get('stopped', '')}", flush=True)
         print("scoring every snapshot with the one evaluator", flush=True)
         eval_start = time.perf_counter()
         evaluate_runs(runs, heldout, train_store, args)
