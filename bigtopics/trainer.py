@@ -33,7 +33,7 @@ from .atomic import atomic_write_bytes
 from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, load_latest_checkpoint,
                           read_checkpoint_meta, remove_temporaries, save_checkpoint)
 from .local_step import BETA_ESTIMATES, FrozenTopics, gibbs_local_step
-from .memory import available_bytes, format_bytes, peak_rss_bytes, rss_bytes
+from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
 from .minibatches import MinibatchStream, read_ahead, read_documents
 from .model import MODEL_NAME, write_model
 from .progress import Progress, format_duration
@@ -230,6 +230,7 @@ class Trainer:
     def __init__(self, store_path, run_dir, settings: TrainSettings, *, quiet: bool = False,
                  report_seconds: float = 10.0, snapshot_seconds: float = 600.0):
         settings.validate()
+        return_large_frees_to_os()
         self.settings = settings
         self.store = open_store(store_path)
         self.run_dir = Path(run_dir)
