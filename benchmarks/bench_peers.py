@@ -22,9 +22,10 @@ Every (system, K) trains in its own subprocess, pass by pass, until --max-passes
 next pass would end past --max-train-seconds (so every curve covers about the same time). After each scheduled pass its p(w | k) is written
 outside the timed region; afterwards every snapshot is scored: held-out log-likelihood per token
 (left-to-right, the same alpha, particles and seed for all) on the held-out documents, and mean
-UMass coherence of the top 10 words on the training store. Memory is the peak over the child's
-life of the summed PSS of its process tree (gensim's and scikit-learn's worker processes count),
-polled every 0.2 s.
+UMass coherence of the top 10 words on the training store. Memory is the peak of the summed PSS
+of the child's process tree (gensim's and scikit-learn's worker processes count), polled every
+0.2 s, while the system prepares and trains: the harness's own snapshot conversion (a dense K x V
+p(w | k)) is reported apart, as no user's run makes one.
 
 Two comparisons per K: equal passes (--passes) and time to quality (the cumulative training time
 at which a system's snapshot first reaches the best peer's final score, or --target; and every
@@ -34,9 +35,11 @@ system's score at equal wall-clock budgets, by default 1/4, 1/2 and all of the s
 from __future__ import annotations
 
 import argparse
+import ctypes
 import dataclasses
 import datetime
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -72,7 +75,7 @@ def child(spec: dict) -> None:
             f.write(json.dumps(record) + "\n")
 
     phase = Path(spec["phase"])
-    marks = iter(range(1, 1 << 62))
+    marks = itertools.count(1)
 
     def mark(name: str) -> None:
         """Tell the parent which phase the memory it polls belongs to (see run_child)."""
@@ -99,7 +102,8 @@ def child(spec: dict) -> None:
             snapshot = str(work / f"p{p:04d}.f32")
             mark("snapshot")
             peers.write_snapshot(system, Path(snapshot))
-            mark("train")  # after write_snapshot has returned and freed its dense rows
+            release_free_memory()  # freed is not yet returned: the next polls must not see the rows
+            mark("train")
         record = {"event": "pass", "pass": p, "seconds": seconds, "pass_s": pass_s, "snapshot": snapshot}
         log(record)
         if last:
@@ -111,6 +115,14 @@ def child(spec: dict) -> None:
 
     log({"event": "done", "stopped": stopped,
          "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the OS (glibc's malloc_trim; elsewhere nothing)."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def tree_memory(proc) -> int:
@@ -176,7 +188,7 @@ def run_child(spec: dict, hard_limit_s: float) -> dict:
     stderr = output.read_text(errors="replace")
     records = [json.loads(line) for line in Path(spec["log"]).read_text().splitlines()] \
         if Path(spec["log"]).exists() else []
-    out = {"peak_mem_mib": peak / 2**20, "peak_train_mem_mib": train_peak / 2**20,
+    out = {"peak_mem_mib": peak / 2**20, "peak_train_mem_mib": train_peak / 2**20 if train_peak else None,
            "passes": [r for r in records if r["event"] == "pass"]}
     for r in records:
         if r["event"] in ("ready", "done"):
@@ -315,6 +327,11 @@ def targets_for(k: int, given: list[str]) -> list[float]:
     return out
 
 
+def mib(value: float | None) -> str:
+    """A peak in MiB; '-' when no poll fell in that phase (a child that failed or ran under 0.2 s)."""
+    return "-" if value is None else f"{value:.0f}"
+
+
 def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], dict]:
     """The printed tables for one K and their figures."""
     by = {r["system"]: r for r in runs if r["k"] == k}
@@ -337,11 +354,11 @@ def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], di
             ratio = f"{r['seconds'] / b['seconds']:13.2f}x" if b else f"{'-':>14s}"
             diff = f"{r['heldout_loglik'] - b['heldout_loglik']:+12.3f}" if b else f"{'-':>12s}"
             lines.append(f"{name:9s} {p:4d} {r['seconds']:8.1f} {n_tokens * p / r['seconds'] / 1e6:7.2f} "
-                         f"{run['peak_train_mem_mib']:8.0f} {r['heldout_loglik']:8.3f} {r['coherence']:7.1f} {ratio} {diff}")
+                         f"{mib(run['peak_train_mem_mib']):>8s} {r['heldout_loglik']:8.3f} {r['coherence']:7.1f} {ratio} {diff}")
             summary["equal_passes"].append({"system": name, "pass": p, "seconds": r["seconds"],
                                             "tokens_per_s": n_tokens * p / r["seconds"],
-                                            "peak_mem_mib": run["peak_train_mem_mib"],
-                                            "peak_mem_with_snapshots_mib": run["peak_mem_mib"],
+                                            "peak_train_mem_mib": run["peak_train_mem_mib"],
+                                            "peak_mem_mib": run["peak_mem_mib"],
                                             "heldout_loglik": r["heldout_loglik"], "coherence": r["coherence"]})
     lines += notes
     peer_finals = {n: final(r) for n, r in by.items() if n != "bigtopics" and final(r)}
@@ -462,7 +479,7 @@ def main() -> None:
                 last = run["passes"][-1] if run["passes"] else None
                 print(f"trained {system:9s} K={k:<5d} "
                       + (f"{last['pass']} passes in {last['seconds']:.1f} s" if last else "no pass")
-                      + f", peak {run['peak_train_mem_mib']:.0f} MiB training, {run['peak_mem_mib']:.0f} MiB "
+                      + f", peak {mib(run['peak_train_mem_mib'])} MiB training, {mib(run['peak_mem_mib'])} MiB "
                       f"with the harness's snapshots; {run.get('stopped', '')}", flush=True)
         print("scoring every snapshot with the one evaluator", flush=True)
         eval_start = time.perf_counter()
@@ -486,7 +503,8 @@ def main() -> None:
         "a pass: bigtopics one epoch (every document sampled burnin + samples sweeps, then a global step per "
         "minibatch); tomotopy one Gibbs sweep; gensim and scikit-learn one online-VB pass",
         f"evaluator: left-to-right, {args.particles} particles, no resampling, alpha {args.alpha or '5/K'}, seed {args.seed}; "
-        "UMass coherence of the top 10 words on the training store; memory = peak summed PSS of the process tree",
+        "UMass coherence of the top 10 words on the training store; memory = peak summed PSS of the process tree "
+        "while preparing and training (the harness's snapshot conversion apart)",
     ]
     print("\n".join(header))
     figures = {}

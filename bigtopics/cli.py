@@ -15,7 +15,6 @@ import click
 import numpy as np
 
 from .checkpoints import CheckpointError
-from .memory import return_large_frees_to_os
 from .store import StoreError
 
 
@@ -40,7 +39,6 @@ def user_errors(fn):
 @click.version_option(package_name="bigtopics")
 def main():
     """Topic models for very large text collections on one machine."""
-    return_large_frees_to_os()
 
 
 # -- ingest and info ------------------------------------------------------------------------

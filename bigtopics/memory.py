@@ -1,4 +1,5 @@
-"""Memory sizing and reporting (psutil), so buffers follow what the machine has."""
+"""Memory sizing and reporting (psutil), so buffers follow what the machine has, and the C
+allocator setting that keeps freed minibatch arrays from staying resident."""
 
 from __future__ import annotations
 
@@ -39,14 +40,14 @@ MMAP_THRESHOLD_BYTES = 128 << 10  # glibc's own starting value
 
 def return_large_frees_to_os() -> bool:
     """Have glibc's malloc serve every allocation of 128 KiB or more from its own memory map, which
-    goes back to the OS when freed. Returns whether it took effect (False off glibc).
+    goes back to the OS when freed. Returns whether the C library accepted the setting (False off
+    glibc; an allocator preloaded in its place may accept it and ignore it).
 
     Why: glibc raises that threshold each time a mapped block is freed (up to 32 MiB), after which
     the minibatch arrays of a few MiB (frozen rows, statistics) come from the heaps of the sampler
-    threads, and memory freed there stays resident. Setting the threshold fixes it. Reuters, 2
-    threads: peak RSS 300 -> 268 MiB at K = 100 and 352 -> 315 MiB at K = 1000, same speed
-    (benchmarks/RESULTS.md, "Side by side with the peers"). Process-wide, so the trainer and the
-    CLI call it, not `import bigtopics`.
+    threads, and memory freed there stays resident. Setting the threshold fixes it; measured in
+    benchmarks/RESULTS.md ("Side by side with the peers": about 30 MiB less at K = 100 and 1000,
+    same speed). Process-wide and for good, so only the trainer calls it (see Trainer).
     """
     if not sys.platform.startswith("linux"):
         return False
@@ -54,7 +55,8 @@ def return_large_frees_to_os() -> bool:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # a libc without mallopt (musl)
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
 
 
 def format_bytes(n: float) -> str:

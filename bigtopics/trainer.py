@@ -225,6 +225,9 @@ class Trainer:
     `Trainer(store, run_dir, settings)` starts a run; `Trainer.resume(run_dir, **changes)`
     continues one from its newest good checkpoint. Either way `run()` trains until the stopping
     rule, checkpointing as it goes, and writes the model.
+
+    Creating a Trainer fixes glibc's mmap threshold for the whole process
+    (`memory.return_large_frees_to_os`), so that each minibatch's freed arrays leave it.
     """
 
     def __init__(self, store_path, run_dir, settings: TrainSettings, *, quiet: bool = False,

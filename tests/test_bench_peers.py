@@ -98,7 +98,6 @@ def test_bench_peers_runs_every_system_on_a_tiny_store(tmp_path):
         assert [r["pass"] for r in run["passes"]] == [1, 2], name
         assert all(r["seconds"] > 0 for r in run["passes"])
         assert run["peak_mem_mib"] > 10
-        assert run["peak_train_mem_mib"] <= run["peak_mem_mib"]
         final = run["passes"][-1]
         # 3 well-separated topics: every system must predict held-out words better than uniform
         assert uniform < final["heldout_loglik"] < 0, name
