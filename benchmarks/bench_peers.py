@@ -35,7 +35,6 @@ system's score at equal wall-clock budgets, by default 1/4, 1/2 and all of the s
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import datetime
 import importlib.util
@@ -55,6 +54,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402  (benchmarks/peers.py, beside this file)
+from bigtopics.memory import release_free_memory  # noqa: E402
 from bigtopics.trainer import ALPHA_SUM  # noqa: E402
 
 REUTERS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "reuters21578" / "docs.jsonl.gz"
@@ -115,14 +115,6 @@ def child(spec: dict) -> None:
 
     log({"event": "done", "stopped": stopped,
          "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
-
-
-def release_free_memory() -> None:
-    """Hand the C heap's free pages back to the OS (glibc's malloc_trim; elsewhere nothing)."""
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def tree_memory(proc) -> int:

@@ -38,6 +38,16 @@ M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
 MMAP_THRESHOLD_BYTES = 128 << 10  # glibc's own starting value
 
 
+def _glibc_function(name: str):
+    """A function of glibc's malloc by name, or None off glibc (another OS, or musl without it)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def return_large_frees_to_os() -> bool:
     """Have glibc's malloc serve every allocation of 128 KiB or more from its own memory map, which
     goes back to the OS when freed. Returns whether the C library accepted the setting (False off
@@ -49,14 +59,20 @@ def return_large_frees_to_os() -> bool:
     benchmarks/RESULTS.md ("Side by side with the peers": about 30 MiB less at K = 100 and 1000,
     same speed). Process-wide and for good, so only the trainer calls it (see Trainer).
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # a libc without mallopt (musl)
+    mallopt = _glibc_function("mallopt")
+    if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
+
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the OS now (glibc's malloc_trim; elsewhere nothing).
+    The peers benchmark calls it between phases whose memory it measures apart."""
+    malloc_trim = _glibc_function("malloc_trim")
+    if malloc_trim is not None:
+        malloc_trim.argtypes, malloc_trim.restype = (ctypes.c_size_t,), ctypes.c_int
+        malloc_trim(0)
 
 
 def format_bytes(n: float) -> str:
