@@ -78,10 +78,7 @@ def child(spec: dict) -> None:
     marks = itertools.count(1)
 
     def mark(name: str) -> None:
-        """Tell the parent which phase the memory it polls belongs to (see run_child)."""
-        tmp = phase.with_name(phase.name + ".tmp")
-        tmp.write_text(f"{next(marks)} {name}")
-        os.replace(tmp, phase)
+        write_phase(phase, next(marks), name)
 
     mark("train")  # preparing (corpus conversion, numba's compilation) counts as training memory
 
@@ -133,6 +130,13 @@ def tree_memory(proc) -> int:
     return total
 
 
+def write_phase(path: Path, sequence: int, name: str) -> None:
+    """Tell the parent which phase the memory it polls belongs to (see watch_memory), atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"{sequence} {name}")
+    os.replace(tmp, path)
+
+
 def read_phase(path: Path) -> str | None:
     try:
         return path.read_text()
@@ -140,22 +144,16 @@ def read_phase(path: Path) -> str | None:
         return None
 
 
-def run_child(spec: dict, hard_limit_s: float) -> dict:
-    """Run one child, polling its memory; returns its log records plus peak memory and status.
+def watch_memory(proc: subprocess.Popen, phase: Path, hard_limit_s: float) -> tuple[int, int, bool]:
+    """Poll a child's memory until it exits: (peak, training peak, killed at the hard limit), in bytes.
 
     Two peaks: over the whole child, and while it trains (preparing and passes), leaving out the
     harness's own snapshots (a system's K x V p(w|k), converted chunk by chunk for the evaluator),
-    which no user's run makes. A poll counts as training only if the child's phase mark read
-    before and after it is the same "train" mark.
+    which no user's run makes. A poll counts as training only if the child's phase mark
+    (write_phase) read before and after it is the same "train" mark.
     """
     import psutil
 
-    Path(spec["log"]).unlink(missing_ok=True)
-    phase = Path(spec["phase"])
-    phase.unlink(missing_ok=True)
-    output = Path(spec["log"]).with_suffix(".out")  # a file, not a pipe: a chatty child never blocks
-    with open(output, "w") as out:
-        proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=out, stderr=out)
     ps = psutil.Process(proc.pid)
     peak, train_peak, start, killed = 0, 0, time.monotonic(), False
     while proc.poll() is None:
@@ -177,6 +175,18 @@ def run_child(spec: dict, hard_limit_s: float) -> dict:
             break
         time.sleep(POLL_SECONDS)
     proc.wait()
+    return peak, train_peak, killed
+
+
+def run_child(spec: dict, hard_limit_s: float) -> dict:
+    """Run one child, polling its memory; returns its log records plus peak memory and status."""
+    Path(spec["log"]).unlink(missing_ok=True)
+    phase = Path(spec["phase"])
+    phase.unlink(missing_ok=True)
+    output = Path(spec["log"]).with_suffix(".out")  # a file, not a pipe: a chatty child never blocks
+    with open(output, "w") as out:
+        proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=out, stderr=out)
+    peak, train_peak, killed = watch_memory(proc, phase, hard_limit_s)
     stderr = output.read_text(errors="replace")
     records = [json.loads(line) for line in Path(spec["log"]).read_text().splitlines()] \
         if Path(spec["log"]).exists() else []

@@ -57,3 +57,34 @@ def test_bench_scale(tmp_path):
     assert result["corpus"]["docs"] == 2000 and result["train"]["docs"] == 2000 - 50
     assert result["memory"]["peak_rss_bytes"] > 0 and result["checkpoints"]
     assert "mean best-match cosine" in out and 0 < result["recovery"]["mean_best_match_cosine"] <= 1
+
+
+# A child that marks its phases as bench_peers' children do: 400 MiB held only while it says
+# "snapshot", released before it says "train" again.
+PHASED_CHILD = """
+import sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from bench_peers import write_phase
+from pathlib import Path
+phase = Path(sys.argv[2])
+write_phase(phase, 1, "train")
+time.sleep(1.0)
+write_phase(phase, 2, "snapshot")
+ballast = np.ones(400 * 2**20, np.uint8)
+time.sleep(1.0)
+del ballast
+write_phase(phase, 3, "train")
+time.sleep(0.6)
+"""
+
+
+def test_bench_peers_leaves_snapshot_memory_out_of_the_training_peak(tmp_path):
+    sys.path.insert(0, str(BENCHMARKS))
+    from bench_peers import watch_memory
+
+    proc = subprocess.Popen([sys.executable, "-c", PHASED_CHILD, str(BENCHMARKS), str(tmp_path / "phase")])
+    peak, train_peak, killed = watch_memory(proc, tmp_path / "phase", hard_limit_s=60)
+    assert proc.returncode == 0 and not killed
+    assert peak > 400 * 2**20
+    assert 0 < train_peak < peak - 300 * 2**20
