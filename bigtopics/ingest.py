@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from numcodecs import Blosc
 
-from .atomic import temporary_sibling
+from .atomic import check_output, temporary_sibling
 from .kernels.tokens import count_rows, remap_rows
 from .memory import budget_bytes, format_bytes, peak_rss_bytes
 from .model import MODEL_NAME, load_model
@@ -286,7 +286,7 @@ def ingest(
             vocabulary = read_vocabulary(vocabulary)
         tokenizer = tokenizer or vocabulary.tokenizer
     tokenizer, pruning = tokenizer or TokenizerSettings(), pruning or Pruning()
-    _check_settings(output, tokenizer, formats, pruning, section_tokens, overwrite)
+    _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite)
     # A worker holds a few copies of its unit (bytes, str, code points, ids); the queue holds two per worker.
     unit_bytes = unit_bytes or int(min(max(budget_bytes() // (16 * ((os.cpu_count() or 1) + 1)), 1 << 20), 8 << 20))
     reader = InputReader(inputs, formats, unit_bytes, warn=log)
@@ -332,9 +332,10 @@ def ingest(
     return report
 
 
-def _check_settings(output, tokenizer, formats, pruning, section_tokens, overwrite) -> None:
-    if output.exists() and not overwrite:
-        raise FileExistsError(f"{output} already exists (use --overwrite to replace it)")
+def _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite) -> None:
+    check_output(output, overwrite, inputs)
+    if workers < 0:
+        raise ValueError("--workers must be at least 1 (or 0: all cores)")
     if tokenizer.min_length < 1:
         raise ValueError("--min-length must be at least 1")
     if section_tokens is not None and section_tokens < 1:
@@ -544,6 +545,11 @@ def _write_store(output, summaries, remaps, vocab, term_counts, doc_freqs, spill
                 [spill["doc_ids"][i] for i in nonempty], metadata,
             )
             progress.update(n)
+        if writer.n_docs == 0:  # a store of nothing would only fail later, in train
+            raise InputError(
+                f"no document with a word to keep in {', '.join(settings['inputs'])} (input files: "
+                f"{report.n_files}, skipped as binary: {report.stats['binary_files_skipped']}, documents empty "
+                f"after tokenizing and pruning: {report.stats['empty_docs_dropped']}); nothing written")
         writer.commit(vocab, term_counts, doc_freqs, attrs={"settings": settings})
     report.n_docs, report.n_words, report.n_tokens = writer.n_docs, len(vocab), writer.n_tokens
 

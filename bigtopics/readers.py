@@ -99,15 +99,19 @@ def looks_binary(head: bytes) -> bool:
 
 def list_inputs(inputs: list[str | os.PathLike]) -> list[tuple[Path, str]]:
     """(file, name relative to its input root) for every input file; directories recursively,
-    hidden files skipped, sorted so that the order (and the store) is reproducible."""
+    sorted so that the order (and the store) is reproducible. Hidden files are skipped, and so are
+    Zarr hierarchies (a store or model written beside the texts, perhaps by an earlier ingest)."""
     files = []
     for item in map(Path, inputs):
         if item.is_dir():
-            found = sorted(
-                p for p in item.rglob("*")
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(item).parts)
-            )
-            files.extend((p, p.relative_to(item).as_posix()) for p in found)
+            found = []
+            for folder, subfolders, names in os.walk(item):
+                if "zarr.json" in names:
+                    subfolders.clear()
+                    continue
+                subfolders[:] = [d for d in subfolders if not d.startswith(".")]
+                found.extend(Path(folder) / n for n in names if not n.startswith("."))
+            files.extend((p, p.relative_to(item).as_posix()) for p in sorted(found) if p.is_file())
         elif item.is_file():
             files.append((item, item.name))
         else:

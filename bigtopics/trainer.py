@@ -29,7 +29,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from .atomic import atomic_write_bytes
+from .atomic import atomic_write_bytes, check_output
 from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, load_latest_checkpoint,
                           read_checkpoint_meta, remove_temporaries, save_checkpoint)
 from .local_step import BETA_ESTIMATES, FrozenTopics, gibbs_local_step
@@ -311,9 +311,10 @@ class Trainer:
     # -- files of the run ------------------------------------------------------------------
     def _start_run_dir(self, overwrite: bool) -> None:
         if self.run_dir.exists() and any(self.run_dir.iterdir()):
-            if not overwrite:
+            if not overwrite and (self.run_dir / SETTINGS_NAME).exists():
                 raise FileExistsError(f"{self.run_dir} already holds a run (use --resume to continue it, "
                                       "--overwrite to start afresh)")
+            check_output(self.run_dir, overwrite, [self.store.path])
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.lock.acquire()

@@ -185,6 +185,39 @@ def test_existing_output_needs_overwrite(tmp_path):
     assert result.exit_code == 2 and "--overwrite" in result.output
 
 
+def test_overwrite_replaces_only_earlier_output_and_never_an_input(tmp_path):
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for i, doc in enumerate(random_docs(6)):
+        (texts / f"{i}.txt").write_text(doc["text"])
+    before = sorted(p.name for p in texts.iterdir())
+    with pytest.raises(ValueError, match="holds the input"):
+        run(texts, texts, overwrite=True)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="not bigtopics output"):
+        run(texts, mine, overwrite=True)
+    assert sorted(p.name for p in texts.iterdir()) == before and (mine / "notes.txt").read_text() == "keep me"
+
+    # a store written inside the input folder is not read as input by the next ingest
+    first = run(texts, texts / "first.zarr")
+    second = run(texts, texts / "second.zarr", workers=2)
+    assert (second.n_docs, second.stats["binary_files_skipped"]) == (first.n_docs, 0)
+    assert store_docs(texts / "second.zarr") == store_docs(texts / "first.zarr")
+
+
+def test_input_without_documents_writes_nothing(tmp_path):
+    (tmp_path / "noise.gz").write_bytes(np.random.default_rng(0).bytes(3000))
+    for source in (tmp_path / "noise.gz", write_jsonl(tmp_path / "digits.jsonl", [{"text": "12 34 !"}] * 3)):
+        with pytest.raises(InputError, match="no document with a word"):
+            run(source, tmp_path / "out.zarr")
+        assert not list(tmp_path.glob("*out.zarr*"))
+    result = CliRunner().invoke(main, ["ingest", str(tmp_path / "digits.jsonl"), "-o", str(tmp_path / "w.zarr"),
+                                       "--workers", "-1", "--quiet"])
+    assert result.exit_code == 2 and "--workers" in result.output
+
+
 def test_killed_ingest_leaves_no_valid_store(tmp_path):
     src = tmp_path / "big.jsonl"
     src.write_bytes("".join(json.dumps(d) + "\n" for d in random_docs(2000)).encode() * 100)

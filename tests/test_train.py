@@ -1,15 +1,16 @@
 """The trainer end to end: topic recovery, determinism across workers, bad settings."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
 
 from bigtopics.model import load_model
-from bigtopics.store import StoreError, StoreWriter
+from bigtopics.store import StoreError, StoreWriter, open_store
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
-from bigtopics.trainer import TrainSettings, Trainer, train
+from bigtopics.trainer import TrainSettings, Trainer, read_metrics, train
 
 from . import naive
 
@@ -102,6 +103,21 @@ def test_an_existing_run_is_not_overwritten(corpus, tmp_path):
     train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=500, batch_size=250), quiet=True)
     with pytest.raises(FileExistsError, match="already holds a run"):
         train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=500), quiet=True)
+    train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=250, batch_size=250), quiet=True,
+          overwrite=True)
+    assert read_metrics(tmp_path / "run" / "metrics.jsonl")[-1]["docs_seen"] == 250
+
+
+def test_overwrite_never_deletes_a_users_folder(corpus, tmp_path):
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "draft.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not bigtopics output"):
+        train(corpus, folder, TrainSettings(n_topics=4, max_docs=250), quiet=True, overwrite=True)
+    assert (folder / "draft.txt").read_text() == "mine"
+    with pytest.raises(ValueError, match="holds the input"):
+        train(corpus, Path(corpus).parent, TrainSettings(n_topics=4, max_docs=250), quiet=True, overwrite=True)
+    assert open_store(corpus).n_docs == SPEC.n_docs
 
 
 def test_heldout_documents_are_scored_as_training_goes(corpus, tmp_path):
