@@ -10,7 +10,7 @@ Parallelism is numba threads over documents rather than worker processes: the ta
 view and the statistics are shared with no copies, pickling or merging across processes, and the
 read-ahead thread decompresses the next minibatch while the sampler (which releases the GIL)
 runs. The run directory holds settings.json, metrics.jsonl, the memory-mapped table (table/) and
-model.zarr (a snapshot every few minutes, and at the end).
+model.zarr (a snapshot every few minutes, at the end, and when a stop signal ends the run).
 """
 
 from __future__ import annotations
@@ -392,10 +392,9 @@ class Trainer:
                 progress.close()
             if self.last_checkpoint_step != self.state.step:
                 self.write_checkpoint()
-        path = self.run_dir / MODEL_NAME
         if self.stop_signal is None:
             self._log_metrics(self._metrics_record(final=True, heldout=self.heldout_score() if s.heldout else None))
-            path = self.write_model()
+        path = self.write_model()  # after a stop too, so `topics`, `evaluate` and `infer` can read the run so far
         self.lock.release()
         return path
 

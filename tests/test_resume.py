@@ -11,6 +11,7 @@ import pytest
 import zarr
 
 from bigtopics.checkpoints import list_checkpoints
+from bigtopics.model import load_model
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.trainer import TrainSettings, Trainer, resume, train
 
@@ -188,6 +189,8 @@ def test_ctrl_c_checkpoints_and_tells_how_to_resume(corpus, tmp_path, uninterrup
     assert f"bigtopics train --resume {run}" in err
     stopped_at = list_checkpoints(run)[-1].step
     assert 1 <= stopped_at < 60
+    # the model so far is readable at once (topics, evaluate, infer), tagged with where it stopped
+    assert load_model(run).attrs["progress"]["step"] == stopped_at
     final = start_training(corpus, run, resume_run=True)
     assert final.wait() == 0, final.stderr.read()
     assert_same_model(run, uninterrupted)
