@@ -122,11 +122,13 @@ class _Appender:
 
 
 def _create_1d(group: zarr.Group, name: str, dtype, chunk: int) -> zarr.Array:
+    # Every chunk is written, even one equal to the fill value, so a missing chunk file always
+    # means damage (Store checks for them).
     if np.dtype(dtype).kind in "OUT":
         return group.create_array(name, shape=(0,), chunks=(chunk,), dtype=str,
-                                  compressors=default_compressors(str))
+                                  compressors=default_compressors(str), config={"write_empty_chunks": True})
     return group.create_array(name, shape=(0,), chunks=(chunk,), dtype=dtype,
-                              compressors=default_compressors(dtype))
+                              compressors=default_compressors(dtype), config={"write_empty_chunks": True})
 
 
 class StoreWriter:
@@ -261,6 +263,15 @@ class Store:
         self._indices = self.group["indices"]
         self._data = self.group["data"]
         self._vocab = None
+        # Zarr reads a missing chunk as its fill value (word 0, count 0): training would go on, on
+        # wrong documents. (Older stores omit chunks that equal the fill value throughout, which
+        # these arrays of a real corpus never do: counts are positive, words named.)
+        for name in ("indptr", "indices", "data", "vocab"):
+            array = self.group[name]
+            missing = array.nchunks - array.nchunks_initialized
+            if missing:
+                raise StoreError(f"{self.path} is damaged: {missing} of the {array.nchunks} chunks of {name} are "
+                                 "missing (ingest it again)")
 
     # -- sizes and vocabulary ------------------------------------------------------------
     @property
@@ -295,9 +306,13 @@ class Store:
         start, stop = max(0, int(start)), min(self.n_docs, int(stop))
         if stop <= start:
             return CSRBlock(start, np.zeros(1, np.int64), np.zeros(0, self._indices.dtype), np.zeros(0, self._data.dtype))
-        indptr = np.asarray(self._indptr[start : stop + 1])
-        lo, hi = int(indptr[0]), int(indptr[-1])
-        return CSRBlock(start, indptr - lo, np.asarray(self._indices[lo:hi]), np.asarray(self._data[lo:hi]))
+        try:
+            indptr = np.asarray(self._indptr[start : stop + 1])
+            lo, hi = int(indptr[0]), int(indptr[-1])
+            return CSRBlock(start, indptr - lo, np.asarray(self._indices[lo:hi]), np.asarray(self._data[lo:hi]))
+        except Exception as e:  # a chunk that fails to decompress or decode: name where, not the codec's internals
+            raise StoreError(f"{self.path} is damaged: documents {start}-{stop - 1} cannot be read "
+                             f"({type(e).__name__}: {e}); ingest it again") from e
 
     def block_starts(self, docs_per_block: int | None = None) -> range:
         step = docs_per_block or self.docs_per_block

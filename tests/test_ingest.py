@@ -218,6 +218,20 @@ def test_input_without_documents_writes_nothing(tmp_path):
     assert result.exit_code == 2 and "--workers" in result.output
 
 
+def test_a_damaged_store_is_an_error_not_wrong_documents(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", random_docs(50))
+    run(src, tmp_path / "s.zarr")
+    chunk = tmp_path / "s.zarr" / "indices" / "c" / "0"
+    intact = chunk.read_bytes()
+    chunk.unlink()  # zarr alone would read it as word 0 everywhere
+    with pytest.raises(StoreError, match="1 of the 1 chunks of indices are missing"):
+        open_store(tmp_path / "s.zarr")
+    chunk.write_bytes(intact[: len(intact) // 2])
+    store = open_store(tmp_path / "s.zarr")
+    with pytest.raises(StoreError, match="damaged: documents 0-"):
+        store.read_docs(0, store.n_docs)
+
+
 def test_killed_ingest_leaves_no_valid_store(tmp_path):
     src = tmp_path / "big.jsonl"
     src.write_bytes("".join(json.dumps(d) + "\n" for d in random_docs(2000)).encode() * 100)
