@@ -37,6 +37,12 @@ def test_stop_words_get_the_lowest_ids():
     assert [i >= tok.n_stop for i in ids] == [False, True, False, False, True]
 
 
+def test_what_contractions_leave_behind_is_stopped():
+    tok = Tokenizer(TokenizerSettings(stoplist="en"))
+    ids = tok.token_ids("I don't fish, she didn't sail and couldn't row; it wasn't the whale's")
+    assert [tok.words()[i] for i in ids if i >= tok.n_stop] == ["fish", "sail", "row", "whale"]
+
+
 def test_keep_case_still_drops_capitalized_stop_words():
     tok = Tokenizer(TokenizerSettings(stoplist="en", keep_case=True))
     ids = tok.token_ids("The Cat THE cat")
