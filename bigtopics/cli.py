@@ -108,7 +108,7 @@ def ingest(inputs, output, fmt, text_field, id_field, bow_field, section_tokens,
 
 @main.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
-@click.option("-n", "--top", "n_top", type=int, default=30, show_default=True, help="Top words to list (stores).")
+@click.option("-n", "--top", "n_top", type=click.IntRange(min=1), default=30, show_default=True, help="Top words to list (stores).")
 @user_errors
 def info(path, n_top):
     """Describe a store (sizes, compression, chunking, settings, top words) or a training run
@@ -213,7 +213,7 @@ def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given)
     from .trainer import TrainSettings, Trainer, parse_interval
 
     given = {k: v for k, v in given.items() if v is not None}
-    _, snapshot_seconds = parse_interval(snapshot_every)
+    _, snapshot_seconds = parse_interval(snapshot_every, "snapshot interval")
     if snapshot_seconds is None:
         raise click.BadParameter("give a duration such as 10m", param_hint="--snapshot-every")
     options = {"snapshot_seconds": snapshot_seconds}
@@ -222,6 +222,11 @@ def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given)
             raise click.UsageError("--resume takes the run directory alone (no STORE, -o or --overwrite)")
         trainer = Trainer.resume(resume_dir, quiet=quiet, options=options, **given)
         run_dir = resume_dir
+        if trainer.state.docs_seen >= trainer.docs_limit():
+            click.echo(f"{resume_dir} has already finished ({trainer.state.docs_seen:,} documents seen); "
+                       "give --epochs or --max-docs beyond that to train further", err=True)
+            trainer.lock.release()
+            return
         if not quiet:
             st = trainer.state
             click.echo(f"resuming {resume_dir} from {trainer.resumed_from.path.name} "
@@ -248,7 +253,7 @@ def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given)
 
 @main.command()
 @click.argument("run", type=click.Path(exists=True))
-@click.option("-n", "--words", "n_words", type=int, default=10, show_default=True, help="Words per topic.")
+@click.option("-n", "--words", "n_words", type=click.IntRange(min=1), default=10, show_default=True, help="Words per topic.")
 @click.option("--sort", type=click.Choice(["id", "size"]), default="id", show_default=True,
               help="List topics by number or by size (tokens).")
 @user_errors
@@ -279,10 +284,10 @@ def topics(run, n_words, sort):
 @click.option("--no-resample", is_flag=True, help="Left-to-right without resampling (linear, not quadratic, in length).")
 @click.option("--doc-topics", type=click.Path(exists=True, file_okay=False),
               help="Output of `bigtopics infer` for the document shares (else a sample is inferred).")
-@click.option("--top-words", type=int, default=10, show_default=True, help="Top words for coherence.")
+@click.option("--top-words", type=click.IntRange(min=2), default=10, show_default=True, help="Top words for coherence.")
 @click.option("--prominence", type=float, default=0.1, show_default=True,
               help="A topic is prominent in a document with at least this proportion.")
-@click.option("--sample-docs", type=int, default=2000, show_default=True,
+@click.option("--sample-docs", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Documents inferred for the shares when --doc-topics is not given.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="JSON file (default: RUN/evaluation.json).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -337,7 +342,7 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
               help="Output of `bigtopics infer`, for the per-document files.")
 @click.option("--store", type=click.Path(exists=True, file_okay=False),
               help="The store --doc-topics was inferred from (default: the one it records).")
-@click.option("--top-words", type=int, default=20, show_default=True, help="Words per topic in the keys files.")
+@click.option("--top-words", type=click.IntRange(min=1), default=20, show_default=True, help="Words per topic in the keys files.")
 @click.option("--index", default="bigtopics", show_default=True, help="Elasticsearch/OpenSearch index name.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
 @user_errors

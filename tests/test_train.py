@@ -108,6 +108,18 @@ def test_an_existing_run_is_not_overwritten(corpus, tmp_path):
     assert read_metrics(tmp_path / "run" / "metrics.jsonl")[-1]["docs_seen"] == 250
 
 
+def test_resuming_a_finished_run_says_so_and_changes_nothing(corpus, tmp_path):
+    from click.testing import CliRunner
+
+    from bigtopics.cli import main
+
+    train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=250, batch_size=250), quiet=True)
+    before = (tmp_path / "run" / "metrics.jsonl").read_text()
+    result = CliRunner().invoke(main, ["train", "--resume", str(tmp_path / "run")])
+    assert result.exit_code == 0 and "already finished (250 documents seen)" in result.output
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == before
+
+
 def test_overwrite_never_deletes_a_users_folder(corpus, tmp_path):
     folder = tmp_path / "papers"
     folder.mkdir()
