@@ -16,6 +16,7 @@ Formats:
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import json
 import lzma
@@ -153,7 +154,7 @@ class InputReader:
             self.bytes_read = done_before + path.stat().st_size
 
     def _pieces(self, stream, raw, fmt: str, name: str, done_before: int) -> Iterator[tuple[bytes, int]]:
-        head = stream.read(BINARY_SNIFF_BYTES)
+        head = stream.read(BINARY_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8)  # as Windows tools write
         if looks_binary(head):
             self.skipped_binary.append(name)
             self.warn(f"warning: skipping {name}: looks binary (NUL bytes)")

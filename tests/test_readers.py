@@ -45,6 +45,13 @@ def test_binary_files_are_skipped_with_a_warning(tmp_path):
     assert reader.skipped_binary == ["img.txt"] and "img.txt" in warnings[0]
 
 
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_record(tmp_path):
+    (tmp_path / "bom.jsonl").write_bytes(b'\xef\xbb\xbf{"id": "a", "text": "whale"}\n')
+    (unit,) = InputReader([tmp_path], FormatOptions(), unit_bytes=1 << 20).units()
+    (record,) = parse_unit(unit, FormatOptions(), Counter())
+    assert (record.doc_id, record.text) == ("a", "whale")
+
+
 def test_truncated_compressed_file_is_an_error_naming_it(tmp_path):
     path = tmp_path / "cut.jsonl.gz"
     path.write_bytes(gzip.compress(LINES)[:-200])
