@@ -19,6 +19,7 @@ doc_topics.zarr, or inferred on a bounded sample of documents).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -286,8 +287,8 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
     numba.set_num_threads(min(n_workers, numba.config.NUMBA_NUM_THREADS))
     if store is None:
         store = _run_store(run)
-    result = {"model": str(model.path), "n_topics": model.n_topics, "n_words": model.n_words,
-              "alpha": model.alpha, "eta": model.eta, "top_words": top_n,
+    result = {"model": str(model.path), "scored_model": model_state(model), "n_topics": model.n_topics,
+              "n_words": model.n_words, "alpha": model.alpha, "eta": model.eta, "top_words": top_n,
               "prominence_threshold": prominence_threshold, "store": str(store) if store else None}
     result["topics"] = topic_diagnostics(
         model, open_store(store) if store else None, DocTopics(doc_topics) if doc_topics else None,
@@ -304,6 +305,36 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
     atomic_write_bytes(output, json.dumps(result, indent=2).encode())
     result["output"] = str(output)
     return result
+
+
+def model_state(model: Model) -> dict:
+    """What identifies the model an evaluation scored: its training step (minibatches; shown in
+    notices) and a fingerprint of its topic sizes and entry count, which any further training
+    changes, so that a run retrained from scratch to the same step is told apart too."""
+    digest = hashlib.sha256(np.ascontiguousarray(model.topic_totals(), np.float64).tobytes())
+    digest.update(f"{model.n_words} {model.n_entries} {model.alpha!r} {model.eta!r}".encode())
+    return {"step": (model.attrs.get("progress") or {}).get("step"), "fingerprint": digest.hexdigest()[:16]}
+
+
+def current_evaluation(run, model: Model) -> tuple[dict[int, dict], str | None]:
+    """The per-topic records of <run>/evaluation.json by topic if it scored `model` as it is now.
+    Otherwise ({}, a notice saying why): figures of an earlier model, or of an unknown one (a
+    file from before evaluation.json recorded the model), would be silently wrong. No file: ({}, None)."""
+    path = Path(run) / EVALUATION_NAME
+    if not path.exists():
+        return {}, None
+    record = json.loads(path.read_text())
+    scored, now = record.get("scored_model"), model_state(model)
+    if scored == now:
+        return {r["topic"]: r for r in record["topics"]}, None
+    if scored is None:
+        why = "does not record which model it scored (written by an older bigtopics)"
+    elif scored["step"] == now["step"]:
+        why = f"is from another model with the same step ({now['step']})"
+    else:
+        earlier = None not in (scored["step"], now["step"]) and scored["step"] < now["step"]
+        why = f"is from {'an earlier' if earlier else 'another'} model (step {scored['step']}, now {now['step']})"
+    return {}, f"{path} {why}; its per-topic figures are left out: rerun bigtopics evaluate {run}"
 
 
 def _run_heldout_documents(run, store) -> np.ndarray | None:

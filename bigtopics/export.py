@@ -18,6 +18,10 @@ With --doc-topics (output of `bigtopics infer`) and the store it was inferred fr
                          `topics` as a rank_features object {"topic_17": 0.42, ...}
   search_solr.jsonl      one Solr document per line, `topics` a delimited-payload string
                          "topic_17|0.42 topic_3|0.11"
+  A search document holds id, doc_number, length, topics and the store's metadata: a missing
+  number (NaN in the store) is left out of the document, a number field whose values are all
+  whole is written as integers, and a metadata field named like one of export's own fields
+  (RESERVED) is written as meta_<name>. Every line is strict JSON (no NaN or Infinity).
   dt.json.zip            dfr-browser's sparse document-topic counts (compressed columns)
 Everything is written by streaming topics, words or document blocks; the largest thing held is
 one block of documents, or for dt.json.zip the entries of a group of topics (bounded).
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -34,7 +39,7 @@ import numpy as np
 import zarr
 
 from .atomic import publish_dir, temporary_sibling
-from .evaluate import EVALUATION_NAME, top_word_ids
+from .evaluate import current_evaluation, top_word_ids
 from .infer import DocTopics
 from .model import Model, load_model
 from .store import CSR_ENCODING, Store, StoreError, default_compressors, open_store
@@ -44,11 +49,16 @@ LABEL_WORDS = 3
 PYLDAVIS_TERMS = 30
 WORDS_PER_WRITE = 1 << 14
 DT_ENTRIES_PER_PASS = 1 << 25
+# the fields export writes into every search document; metadata of these names gets META_PREFIX
+RESERVED = ("id", "doc_number", "length", "topics")
+META_PREFIX = "meta_"
 
 
 def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WORDS, index: str = "bigtopics",
-           overwrite: bool = False) -> list[str]:
-    """Write every export of a run into the directory `output` (published atomically)."""
+           overwrite: bool = False, log=None) -> list[str]:
+    """Write every export of a run into the directory `output` (published atomically); notices
+    (renamed metadata fields, a stale evaluation.json) go to `log` (default: stderr)."""
+    log = log or (lambda msg: print(msg, file=sys.stderr))
     model = load_model(run)
     output = Path(output)
     if output.exists() and not overwrite:
@@ -65,7 +75,7 @@ def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WOR
     tmp = temporary_sibling(output)
     tmp.mkdir(parents=True)
     try:
-        diagnostics = _diagnostics(run)
+        diagnostics = _diagnostics(run, model, log)
         write_topic_word(model, tmp / "topic_word.zarr")
         (tmp / "vocab.txt").write_text("".join(f"{w}\n" for w in model.vocab), encoding="utf-8")
         top = [top_word_ids(model, k, top_words) for k in range(model.n_topics)]
@@ -76,7 +86,7 @@ def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WOR
         write_dfr_topic_words(model, top, tmp / "tw.json")
         if dt is not None:
             write_doc_topics_txt(dt, store, tmp / "doc_topics.txt")
-            write_search(dt, store, tmp / "search.jsonl", tmp / "search_solr.jsonl", index)
+            write_search(dt, store, tmp / "search.jsonl", tmp / "search_solr.jsonl", index, log)
             write_dfr_doc_topics(dt, tmp / "dt.json.zip")
         publish_dir(tmp, output, overwrite=overwrite)
     except BaseException:
@@ -85,13 +95,13 @@ def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WOR
     return sorted(p.name for p in output.iterdir())
 
 
-def _diagnostics(run) -> dict[int, dict]:
-    """Per-topic diagnostics from <run>/evaluation.json (`bigtopics evaluate`), if present."""
-    path = Path(run) / EVALUATION_NAME
-    if not path.exists():
-        return {}
+def _diagnostics(run, model: Model, log) -> dict[int, dict]:
+    """Per-topic diagnostics from <run>/evaluation.json (`bigtopics evaluate`), if it scored this model."""
+    evaluation, notice = current_evaluation(run, model)
+    if notice:
+        log(notice)
     skip = {"topic", "top_words"}
-    return {r["topic"]: {k: v for k, v in r.items() if k not in skip} for r in json.loads(path.read_text())["topics"]}
+    return {k: {key: v for key, v in r.items() if key not in skip} for k, r in evaluation.items()}
 
 
 def topic_norms(model: Model) -> np.ndarray:
@@ -147,6 +157,11 @@ def topic_label(model: Model, words: np.ndarray) -> str:
     return " ".join(model.vocab[words[:LABEL_WORDS]])
 
 
+def _json_line(record) -> str:
+    # allow_nan=False: a bare NaN or Infinity is not JSON, and Elasticsearch and Solr reject the line
+    return json.dumps(record, allow_nan=False) + "\n"
+
+
 def write_topics_jsonl(model: Model, top: list[np.ndarray], diagnostics: dict, path: Path) -> None:
     norms, totals = topic_norms(model), model.topic_totals()
     with open(path, "w", encoding="utf-8") as f:
@@ -155,7 +170,7 @@ def write_topics_jsonl(model: Model, top: list[np.ndarray], diagnostics: dict, p
                       "probabilities": [round(float(p), 6) for p in (stored_counts(model, k, words) + model.eta) / norms[k]],
                       "tokens": float(totals[k]), "share": float(totals[k] / max(totals.sum(), 1e-300)),
                       "smoothing": float(model.eta / norms[k]), **diagnostics.get(k, {})}
-            f.write(json.dumps(record) + "\n")
+            f.write(_json_line(record))
 
 
 def write_pyldavis(model: Model, path: Path, n_terms: int = PYLDAVIS_TERMS) -> None:
@@ -194,9 +209,8 @@ def write_dfr_topic_words(model: Model, top: list[np.ndarray], path: Path) -> No
     path.write_text(json.dumps({"alpha": [model.alpha] * model.n_topics, "tw": tw}), encoding="utf-8")
 
 
-def _doc_rows(dt: DocTopics, store: Store):
-    """Per block: (first doc, indptr, topics, weights, lengths, ids, metadata dict)."""
-    fields = store.metadata_fields
+def _doc_rows(dt: DocTopics, store: Store, fields=()):
+    """Per block: (first doc, indptr, topics, weights, lengths, ids, {field: values} of `fields`)."""
     for first, indptr, topics, weights, lengths in dt.iter_blocks():
         stop = first + len(indptr) - 1
         meta = {f: store.metadata(f, first, stop) for f in fields}
@@ -215,24 +229,68 @@ def write_doc_topics_txt(dt: DocTopics, store: Store, path: Path) -> None:
             f.write("".join(lines))
 
 
-def write_search(dt: DocTopics, store: Store, es_path: Path, solr_path: Path, index: str) -> None:
+def search_names(fields) -> dict[str, str]:
+    """Metadata field -> its name in the search documents. A field named like one export writes
+    itself (RESERVED) would overwrite it or be overwritten: it gets META_PREFIX, repeated until
+    the name is taken by no other field."""
+    taken = set(RESERVED) | set(fields)
+    names = {}
+    for f in fields:
+        name = f
+        if f in RESERVED:
+            while name in taken:
+                name = META_PREFIX + name
+            taken.add(name)
+        names[f] = name
+    return names
+
+
+def whole_number_fields(store: Store) -> set[str]:
+    """Float metadata fields whose finite values are all whole numbers (within +-2^53, where
+    float64 holds integers exactly). Ingest stores an integer field with missing values as
+    float64 (NaN where missing): these are written back as integers, decided per field rather
+    than per value so that a search engine sees one type per field."""
+    whole = set()
+    for f in store.metadata_fields:
+        if store.metadata(f, 0, 0).dtype.kind != "f":
+            continue
+        blocks = (store.metadata(f, lo, lo + store.docs_per_block) for lo in store.block_starts())
+        if all(_is_whole(v[np.isfinite(v)]).all() for v in blocks):
+            whole.add(f)
+    return whole
+
+
+def _is_whole(values: np.ndarray) -> np.ndarray:
+    return (values == np.round(values)) & (np.abs(values) <= 2.0 ** 53)
+
+
+def _json_column(values: np.ndarray, whole: bool) -> list:
+    """A block of metadata as JSON values; None (left out of the document) for a missing number."""
+    if values.dtype.kind != "f":
+        return values.tolist()
+    return [(int(v) if whole else v) if np.isfinite(v) else None for v in values.tolist()]
+
+
+def write_search(dt: DocTopics, store: Store, es_path: Path, solr_path: Path, index: str, log) -> None:
+    names, whole = search_names(store.metadata_fields), whole_number_fields(store)
+    renamed = [f"{f} -> {name}" for f, name in names.items() if name != f]
+    if renamed:
+        log(f"export: metadata fields named like export's own are renamed in {es_path.name} and "
+            f"{solr_path.name}: {', '.join(renamed)}")
     with open(es_path, "w", encoding="utf-8") as es, open(solr_path, "w", encoding="utf-8") as solr:
-        for first, indptr, topics, weights, lengths, ids, meta in _doc_rows(dt, store):
+        for first, indptr, topics, weights, lengths, ids, meta in _doc_rows(dt, store, names):
+            columns = {names[f]: _json_column(v, f in whole) for f, v in meta.items()}
             es_lines, solr_lines = [], []
             for d in range(len(indptr) - 1):
                 row = slice(indptr[d], indptr[d + 1])
                 doc = {"id": str(ids[d]), "doc_number": first + d, "length": int(lengths[d]),
-                       **{f: _json_value(v[d]) for f, v in meta.items()}}
+                       **{name: v[d] for name, v in columns.items() if v[d] is not None}}
                 pairs = list(zip(topics[row].tolist(), weights[row].tolist()))
-                es_lines.append(json.dumps({"index": {"_index": index, "_id": str(ids[d])}}) + "\n")
-                es_lines.append(json.dumps({**doc, "topics": {f"topic_{t}": float(f"{w:.6g}") for t, w in pairs}}) + "\n")
-                solr_lines.append(json.dumps({**doc, "topics": " ".join(f"topic_{t}|{w:.6g}" for t, w in pairs)}) + "\n")
+                es_lines.append(_json_line({"index": {"_index": index, "_id": str(ids[d])}}))
+                es_lines.append(_json_line({**doc, "topics": {f"topic_{t}": float(f"{w:.6g}") for t, w in pairs}}))
+                solr_lines.append(_json_line({**doc, "topics": " ".join(f"topic_{t}|{w:.6g}" for t, w in pairs)}))
             es.write("".join(es_lines))
             solr.write("".join(solr_lines))
-
-
-def _json_value(value):
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def write_dfr_doc_topics(dt: DocTopics, path: Path, entries_per_pass: int = DT_ENTRIES_PER_PASS) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import html
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from .atomic import atomic_write_bytes
-from .evaluate import EVALUATION_NAME, top_word_ids
+from .evaluate import current_evaluation, top_word_ids
 from .infer import DocTopics
 from .model import Model, load_model
 from .store import open_store
@@ -108,14 +109,17 @@ def training_curves(run: Path) -> str:
     return "\n".join(parts)
 
 
-def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5) -> Path:
-    """Write the report (default <run>/report.html); returns its path."""
+def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5,
+                 log=None) -> Path:
+    """Write the report (default <run>/report.html); returns its path. A notice that
+    evaluation.json is stale goes to `log` (default: stderr) and onto the page."""
+    log = log or (lambda msg: print(msg, file=sys.stderr))
     run = Path(run)
     model: Model = load_model(run)
     output = Path(output) if output else run / REPORT_NAME
-    evaluation = {}
-    if (run / EVALUATION_NAME).exists():
-        evaluation = {r["topic"]: r for r in json.loads((run / EVALUATION_NAME).read_text())["topics"]}
+    evaluation, notice = current_evaluation(run, model)
+    if notice:
+        log(notice)
     documents = [[] for _ in range(model.n_topics)]
     doc_ids = None
     if doc_topics:
@@ -149,7 +153,7 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
 <p>{model.n_topics} topics over {model.n_words:,} words; alpha {model.alpha:g}, eta {model.eta:g};
 trained on {progress.get("docs_seen", 0):,} documents ({progress.get("tokens_seen", 0):,} tokens).
 Coherence is UMass over the top 10 words (closer to 0 is better){"" if evaluation else
-" — run <code>bigtopics evaluate</code> to fill it in"}.</p>
+f" — <strong>{e(notice)}</strong>" if notice else " — run <code>bigtopics evaluate</code> to fill it in"}.</p>
 <h2>Training</h2>
 {training_curves(run)}
 <h2>Topics</h2>

@@ -2,6 +2,7 @@
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -173,3 +174,58 @@ def test_evaluate_refuses_a_store_with_another_vocabulary(trained, tmp_path):
     write_corpus(CorpusSpec(n_docs=50, n_topics=2, n_words=60, mean_length=10), other, "store")
     result = CliRunner().invoke(main, ["evaluate", str(run), "--store", str(other), "--quiet"])
     assert result.exit_code == 2 and "vocabulary" in result.output
+
+
+# -- evaluation.json and the model it scored --------------------------------------------------------
+def test_export_and_report_use_evaluation_json_only_for_the_model_it_scored(trained, tmp_path):
+    """Evaluate, train further: export and report must leave the stale figures out and say so;
+    the same for an evaluation.json that does not record its model, and for a retrained run."""
+    from bigtopics.evaluate import EVALUATION_NAME, evaluate
+    from bigtopics.export import export
+    from bigtopics.report import build_report
+    from bigtopics.trainer import resume
+
+    store_path, _ = trained
+    run = tmp_path / "run"
+    settings = TrainSettings(n_topics=SPEC.n_topics, epochs=1, batch_size=250, tau0=1, seed=2)
+    train(store_path, run, settings, quiet=True)
+    evaluate(run, sample_docs=200, quiet=True)
+    record = json.loads((run / EVALUATION_NAME).read_text())
+    steps = -(-SPEC.n_docs // 250)
+    assert record["scored_model"]["step"] == steps
+
+    def exported(name):
+        notices = []
+        export(run, tmp_path / name, log=notices.append)
+        topics = [json.loads(line) for line in (tmp_path / name / "topics.jsonl").read_text().splitlines()]
+        page = build_report(run, tmp_path / f"{name}.html", log=notices.append).read_text()
+        return topics, page, notices
+
+    topics, page, notices = exported("fresh")
+    assert notices == [] and all("coherence" in t for t in topics)
+    assert f'{record["topics"][0]["coherence"]:.1f}' in page
+
+    resume(run, quiet=True, epochs=2)
+    model = load_model(run)
+    topics, page, notices = exported("stale")
+    assert len(notices) == 2 and f"is from an earlier model (step {steps}, now {2 * steps})" in notices[0]
+    assert "rerun bigtopics evaluate" in notices[0] and "earlier model" in page
+    assert not any("coherence" in t for t in topics)
+    np.testing.assert_allclose([t["tokens"] for t in topics], model.topic_totals())  # the model's own, not stale
+    assert f'{record["topics"][0]["coherence"]:.1f}</td>' not in page
+
+    from bigtopics.evaluate import current_evaluation
+
+    evaluate(run, sample_docs=200, quiet=True)
+    assert current_evaluation(run, model)[1] is None
+    record = json.loads((run / EVALUATION_NAME).read_text())
+    del record["scored_model"]  # as written before evaluation.json recorded its model
+    (run / EVALUATION_NAME).write_text(json.dumps(record))
+    assert current_evaluation(run, model)[0] == {}
+    assert "does not record which model it scored" in current_evaluation(run, model)[1]
+
+    evaluate(run, sample_docs=200, quiet=True)  # scores the model at step 2 * steps
+    other = tmp_path / "other"  # another model at the same step: only the fingerprint tells them apart
+    train(store_path, other, replace(settings, epochs=2, seed=3), quiet=True)
+    evaluations, notice = current_evaluation(run, load_model(other))
+    assert evaluations == {} and f"is from another model with the same step ({2 * steps})" in notice

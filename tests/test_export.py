@@ -135,3 +135,75 @@ def test_report_is_self_contained_and_renders(exported, tmp_path):
     dom = render_in_browser(page, tmp_path / "report.png")
     assert dom.count("<tr>") >= model.n_topics + 1 and "<polyline" in dom
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+# -- metadata in the search documents -------------------------------------------------------------
+def strict_json(line: str):
+    """json.loads that refuses NaN and Infinity, as Elasticsearch and Solr do."""
+    def refuse(token):
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def metadata_of(d: int) -> dict:
+    """Per-document metadata with the awkward cases: names export writes itself (topics, length,
+    doc_number) and one already taken by their prefixed form, an integer field with nulls
+    (stored as float64 with NaN), a float field with some whole values, a plain integer field."""
+    return {"topics": f"label-{d % 3}", "length": d * 10, "doc_number": "x", "meta_topics": "taken",
+            "birth": None if d % 4 == 0 else 1700 + d, "score": d / 8, "year": 1900 + d}
+
+
+@pytest.fixture(scope="module")
+def exported_metadata(tmp_path_factory):
+    from bigtopics.ingest import ingest
+
+    root = tmp_path_factory.mktemp("export_metadata")
+    spec = CorpusSpec(n_docs=300, n_topics=3, n_words=60, mean_length=20, seed=5)
+    write_corpus(spec, root / "plain.jsonl", "jsonl")
+    with open(root / "plain.jsonl") as f, open(root / "docs.jsonl", "w") as out:
+        for line in f:
+            record = json.loads(line)
+            out.write(json.dumps({**record, **metadata_of(int(record["id"]))}) + "\n")
+    store, run, dt, out = root / "corpus.zarr", root / "run", root / "doc_topics.zarr", root / "out"
+    ingest([root / "docs.jsonl"], store, quiet=True, log=lambda m: None)
+    train(store, run, TrainSettings(n_topics=spec.n_topics, epochs=1, batch_size=100, tau0=1), quiet=True)
+    infer(run, store, dt, quiet=True)
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--doc-topics", str(dt)])
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_search_files_are_strict_json_with_nulls_left_out_and_whole_numbers_as_integers(exported_metadata):
+    out, _ = exported_metadata
+    es = (out / "search.jsonl").read_text().splitlines()
+    solr = (out / "search_solr.jsonl").read_text().splitlines()
+    assert len(es) == 2 * len(solr) == 600
+    for line in es[1::2] + solr:
+        doc = strict_json(line)
+        d = int(doc["id"])
+        if d % 4 == 0:
+            assert "birth" not in doc  # a null in the source is left out, never NaN
+        else:
+            assert doc["birth"] == 1700 + d and type(doc["birth"]) is int
+        assert doc["score"] == d / 8 and type(doc["score"]) is float  # some whole, not all: stays float
+        assert doc["year"] == 1900 + d and type(doc["year"]) is int
+    for line in es[0::2]:
+        strict_json(line)
+
+
+def test_metadata_named_like_export_fields_is_renamed_not_lost(exported_metadata, tmp_path):
+    out, output = exported_metadata
+    # "meta_topics" is taken by a metadata field, so "topics" moves on to "meta_meta_topics"
+    assert "topics -> meta_meta_topics" in output and "length -> meta_length" in output
+    for es_line, solr_line in zip((out / "search.jsonl").read_text().splitlines()[1::2],
+                                  (out / "search_solr.jsonl").read_text().splitlines()):
+        for doc in strict_json(es_line), strict_json(solr_line):
+            d = int(doc["id"])
+            assert doc["meta_meta_topics"] == f"label-{d % 3}" and doc["meta_topics"] == "taken"
+            assert doc["meta_length"] == d * 10 and doc["meta_doc_number"] == "x"
+            assert doc["doc_number"] == d  # synthetic ids are document numbers, and no document was dropped
+        assert isinstance(strict_json(es_line)["topics"], dict) and isinstance(strict_json(solr_line)["topics"], str)
+    from bigtopics.export import search_names
+
+    assert search_names(["id", "meta_id", "year"]) == {"id": "meta_meta_id", "meta_id": "meta_id", "year": "year"}
