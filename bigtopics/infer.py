@@ -44,7 +44,8 @@ from .local_step import FrozenTopics, Minibatch, gibbs_sample
 from .minibatches import read_ahead
 from .model import Model, load_model
 from .progress import Progress
-from .store import CSR_ENCODING, CSRBlock, Store, StoreError, default_compressors, index_dtype_for, open_store
+from .store import (CSR_ENCODING, CSRBlock, Store, StoreError, check_format, default_compressors, index_dtype_for,
+                    open_store)
 
 DOC_TOPICS_FORMAT_VERSION = 1
 # The "epoch" of inference streams: disjoint from training's epochs 0, 1, 2, ...
@@ -256,8 +257,7 @@ class DocTopics:
             raise StoreError(f"{self.path} is not a doc_topics.zarr written by `bigtopics infer`")
         self.group = zarr.open_group(self.path, mode="r")
         self.attrs = dict(self.group.attrs)
-        if self.attrs.get("doc_topics_format_version") != DOC_TOPICS_FORMAT_VERSION:
-            raise StoreError(f"{self.path} is not a doc_topics.zarr of format {DOC_TOPICS_FORMAT_VERSION}")
+        check_format(self.path, self.attrs, "doc_topics_format_version", DOC_TOPICS_FORMAT_VERSION)
         self.n_docs, self.n_topics = (int(x) for x in self.attrs["shape"])
         self.docs_per_block = int(self.group["indptr"].chunks[0])
 

@@ -27,7 +27,7 @@ import zarr
 
 from .atomic import publish_dir, temporary_sibling
 from .kernels.csr import transpose_csr
-from .store import CSR_ENCODING, StoreError, default_compressors
+from .store import CSR_ENCODING, StoreError, check_format, default_compressors
 
 MODEL_FORMAT_VERSION = 1
 MODEL_NAME = "model.zarr"
@@ -89,9 +89,7 @@ class Model:
         self.path = path
         self.group = zarr.open_group(path, mode="r")
         self.attrs = dict(self.group.attrs)
-        if self.attrs.get("model_format_version") != MODEL_FORMAT_VERSION:
-            raise StoreError(f"{path} has model format {self.attrs.get('model_format_version')!r}, "
-                             f"this bigtopics reads {MODEL_FORMAT_VERSION}")
+        check_format(path, self.attrs, "model_format_version", MODEL_FORMAT_VERSION)
         self.n_topics = int(self.attrs["n_topics"])
         self.n_words = int(self.attrs["n_words"])
         self.alpha = float(self.attrs["alpha"])

@@ -43,6 +43,22 @@ class StoreError(Exception):
     """A store is missing, incomplete, of another format, or otherwise unreadable."""
 
 
+# The attribute that tells each kind of Zarr group bigtopics writes from the others.
+KIND_ATTRIBUTES = {"format_version": "a store", "model_format_version": "a model",
+                   "doc_topics_format_version": "document topics (bigtopics infer)"}
+
+
+def check_format(path: Path, attrs: dict, key: str, version: int) -> None:
+    """Raise a StoreError unless attrs[key] == version, saying what `path` is if it is another kind."""
+    if attrs.get(key) == version:
+        return
+    wanted = KIND_ATTRIBUTES[key]
+    if key not in attrs:
+        found = next((kind for k, kind in KIND_ATTRIBUTES.items() if k in attrs), "a Zarr group bigtopics did not write")
+        raise StoreError(f"{path} is {found}, not {wanted}")
+    raise StoreError(f"{path} is {wanted} of format version {attrs[key]!r}; this bigtopics reads version {version}")
+
+
 def default_compressors(dtype: np.dtype | type | str):
     """The codec chosen by measurement (benchmarks/RESULTS.md, "store codec")."""
     return BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")
@@ -250,11 +266,7 @@ class Store:
         except Exception as e:  # zarr raises several types for a damaged group
             raise StoreError(f"{self.path} cannot be opened as a Zarr group: {e}") from e
         self.attrs = dict(self.group.attrs)
-        version = self.attrs.get("format_version")
-        if version != FORMAT_VERSION:
-            raise StoreError(
-                f"{self.path} has store format_version {version!r}; this bigtopics reads version {FORMAT_VERSION}"
-            )
+        check_format(self.path, self.attrs, "format_version", FORMAT_VERSION)
         self.n_docs = int(self.attrs["n_docs"])
         self.n_words = int(self.attrs["n_words"])
         self.n_tokens = int(self.attrs["n_tokens"])

@@ -86,8 +86,16 @@ def test_a_store_of_another_format_version_is_refused(corpus, tmp_path):
     shutil.copytree(corpus, copy)
     group = zarr.open_group(copy, mode="r+")
     group.attrs["format_version"] = 99
-    with pytest.raises(StoreError, match="format_version 99"):
+    with pytest.raises(StoreError, match="a store of format version 99; this bigtopics reads version 1"):
         train(copy, tmp_path / "run", TrainSettings(n_topics=5), quiet=True)
+
+
+def test_a_model_given_for_a_store_and_the_reverse_are_named(corpus, tmp_path):
+    train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=250, batch_size=250), quiet=True)
+    with pytest.raises(StoreError, match="model.zarr is a model, not a store"):
+        open_store(tmp_path / "run" / "model.zarr")
+    with pytest.raises(StoreError, match="is a store, not a model"):
+        load_model(corpus)
 
 
 def test_a_table_that_cannot_fit_is_refused(corpus, tmp_path, monkeypatch):
