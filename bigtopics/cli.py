@@ -363,12 +363,14 @@ def export(run, output, doc_topics, store, top_words, index, overwrite):
               help="Output of `bigtopics infer`, to list the documents most about each topic.")
 @click.option("--store", type=click.Path(exists=True, file_okay=False),
               help="The store --doc-topics was inferred from, for document ids (default: the one it records).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing file that is not an earlier report.")
 @user_errors
-def report(run, output, doc_topics, store):
+def report(run, output, doc_topics, store, overwrite):
     """Write a self-contained HTML page describing RUN: topics, sizes, coherence, documents, training curve."""
     from .report import build_report
 
-    click.echo(f"written: {build_report(run, output, doc_topics=doc_topics, store=store)}", err=True)
+    path = build_report(run, output, doc_topics=doc_topics, store=store, overwrite=overwrite)
+    click.echo(f"written: {path}", err=True)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .atomic import publish_dir, temporary_sibling
+from .atomic import check_output, publish_dir, temporary_sibling
 from .evaluate import current_evaluation, top_word_ids
 from .infer import DocTopics
 from .model import Model, load_model
@@ -61,8 +61,7 @@ def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WOR
     log = log or (lambda msg: print(msg, file=sys.stderr))
     model = load_model(run)
     output = Path(output)
-    if output.exists() and not overwrite:
-        raise FileExistsError(f"{output} already exists (use --overwrite to replace it)")
+    check_output(output, overwrite, [p for p in (run, doc_topics, store) if p])
     dt = DocTopics(doc_topics) if doc_topics else None
     if dt is not None:
         store = store or dt.attrs.get("store")

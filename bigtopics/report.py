@@ -23,6 +23,7 @@ from .store import open_store
 from .trainer import METRICS_NAME
 
 REPORT_NAME = "report.html"
+REPORT_TITLE = "bigtopics report: "  # also how an earlier report is recognised, to be replaced
 CSS = """
 body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em}
@@ -110,13 +111,18 @@ def training_curves(run: Path) -> str:
 
 
 def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5,
-                 log=None) -> Path:
-    """Write the report (default <run>/report.html); returns its path. A notice that
-    evaluation.json is stale goes to `log` (default: stderr) and onto the page."""
+                 overwrite: bool = False, log=None) -> Path:
+    """Write the report (default <run>/report.html); returns its path. It replaces an earlier
+    report, but another existing file only with overwrite. A notice that evaluation.json is
+    stale goes to `log` (default: stderr) and onto the page."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = Path(run)
     model: Model = load_model(run)
     output = Path(output) if output else run / REPORT_NAME
+    if output.exists() and not overwrite:
+        with open(output, "rb") as f:
+            if REPORT_TITLE.encode() not in f.read(512):
+                raise FileExistsError(f"{output} exists and is not a bigtopics report (use --overwrite to replace it)")
     evaluation, notice = current_evaluation(run, model)
     if notice:
         log(notice)
@@ -147,7 +153,7 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
             f'<td><div class="words">{e(words)}</div><div class="docs">{docs}</div></td></tr>')
     progress = model.attrs.get("progress") or {}
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>bigtopics report: {e(run.name)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{REPORT_TITLE}{e(run.name)}</title>
 <style>{CSS}</style><script>{JS}</script></head><body>
 <h1>Topic model report: {e(run.name)}</h1>
 <p>{model.n_topics} topics over {model.n_words:,} words; alpha {model.alpha:g}, eta {model.eta:g};

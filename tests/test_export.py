@@ -91,6 +91,18 @@ def test_mallet_doc_topics_and_search_files(exported):
         assert [p.split("|")[0] for p in payloads] == [f"topic_{t}" for t in topics]
 
 
+def test_overwrite_replaces_an_earlier_export_only(exported, tmp_path):
+    run = exported[0].path.parent
+    for _ in range(2):
+        again = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "again"), "--overwrite"])
+        assert again.exit_code == 0, again.output
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("mine")
+    refused = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "site"), "--overwrite"])
+    assert refused.exit_code == 2 and "not bigtopics output" in refused.output
+    assert (tmp_path / "site" / "index.html").read_text() == "mine"
+
+
 def test_dfr_browser_and_pyldavis_inputs(exported, tmp_path):
     model, dt, out = exported
     expected = np.zeros((dt.n_docs, dt.n_topics), np.int64)
@@ -130,6 +142,12 @@ def test_report_is_self_contained_and_renders(exported, tmp_path):
     assert "http://" not in text and "https://" not in text and "<svg" in text
     for k in range(model.n_topics):
         assert " ".join(w for w, _ in model.top_words(k, 3)) in text
+    assert build_report(run, page, doc_topics=dt.path) == page  # an earlier report is replaced
+    notes = tmp_path / "notes.html"
+    notes.write_text("<p>mine</p>")
+    with pytest.raises(FileExistsError, match="not a bigtopics report"):
+        build_report(run, notes)
+    assert notes.read_text() == "<p>mine</p>"
     if find_chromium() is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
     dom = render_in_browser(page, tmp_path / "report.png")
