@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import warnings
 
 import click
 import numpy as np
@@ -18,13 +19,21 @@ from .checkpoints import CheckpointError
 from .store import StoreError
 
 
+# What Ctrl-C leaves, per command (train stops at a minibatch and says so itself).
+INTERRUPTED = {"infer": "the parts inferred so far are kept; the same command continues from them"}
+
+
 def user_errors(fn):
-    """Report anticipated errors as `error: ...` on stderr with exit status 2."""
+    """Report anticipated errors as `error: ...` on stderr with exit status 2 (130 after Ctrl-C)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            note = INTERRUPTED.get(fn.__name__, "nothing half-written is left behind")
+            click.echo(f"interrupted: {note}", err=True)
+            sys.exit(130)
         except BrokenPipeError:  # `bigtopics topics run/ | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
@@ -35,10 +44,15 @@ def user_errors(fn):
     return wrapper
 
 
+def _plain_warning(message, category, filename, lineno, line=None) -> str:
+    return f"warning: {message}\n"  # a user needs what happened, not the line of bigtopics that noticed it
+
+
 @click.group()
 @click.version_option(package_name="bigtopics")
 def main():
     """Topic models for very large text collections on one machine."""
+    warnings.formatwarning = _plain_warning
 
 
 # -- ingest and info ------------------------------------------------------------------------

@@ -601,7 +601,7 @@ def describe_run(run_dir) -> str:
     run_dir = Path(run_dir)
     record = _read_settings(run_dir)
     settings = TrainSettings(**record["settings"])
-    lines = [f"run {run_dir}", f"  store            {record['store']}",
+    lines = [f"training run {run_dir}", f"  store            {record['store']}",
              "  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
     checkpoints = list_checkpoints(run_dir)
     if checkpoints:
