@@ -119,6 +119,11 @@ def list_inputs(inputs: list[str | os.PathLike]) -> list[tuple[Path, str]]:
             raise FileNotFoundError(f"input {item} does not exist")
     if not files:
         raise InputError(f"no input files in {', '.join(map(str, inputs))}")
+    seen = {}
+    for path, _ in files:  # a file read twice would give the store every document of it twice
+        first = seen.setdefault(path.resolve(), path)
+        if first is not path:
+            raise InputError(f"{path} is among the inputs twice (also as {first})")
     return files
 
 

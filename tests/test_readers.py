@@ -45,6 +45,12 @@ def test_binary_files_are_skipped_with_a_warning(tmp_path):
     assert reader.skipped_binary == ["img.txt"] and "img.txt" in warnings[0]
 
 
+def test_a_file_given_twice_is_an_error(tmp_path):
+    (tmp_path / "a.txt").write_text("whale")
+    with pytest.raises(InputError, match="among the inputs twice"):
+        InputReader([tmp_path, tmp_path / "a.txt"], FormatOptions(), unit_bytes=1 << 20)
+
+
 def test_a_utf8_byte_order_mark_is_not_part_of_the_first_record(tmp_path):
     (tmp_path / "bom.jsonl").write_bytes(b'\xef\xbb\xbf{"id": "a", "text": "whale"}\n')
     (unit,) = InputReader([tmp_path], FormatOptions(), unit_bytes=1 << 20).units()
