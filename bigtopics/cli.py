@@ -232,9 +232,10 @@ def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given)
         raise click.BadParameter("give a duration such as 10m", param_hint="--snapshot-every")
     options = {"snapshot_seconds": snapshot_seconds}
     if resume_dir:
-        if store or run_dir or overwrite:
-            raise click.UsageError("--resume takes the run directory alone (no STORE, -o or --overwrite)")
-        trainer = Trainer.resume(resume_dir, quiet=quiet, options=options, **given)
+        if run_dir or overwrite:
+            raise click.UsageError("--resume takes the run directory, and STORE only if the store has moved "
+                                   "(no -o or --overwrite)")
+        trainer = Trainer.resume(resume_dir, quiet=quiet, options=options, store=store, **given)
         run_dir = resume_dir
         if trainer.state.docs_seen >= trainer.docs_limit():
             click.echo(f"{resume_dir} has already finished ({trainer.state.docs_seen:,} documents seen); "

@@ -267,11 +267,12 @@ class Trainer:
             self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + time.monotonic() - start
 
     @classmethod
-    def resume(cls, run_dir, *, quiet: bool = False, options: dict | None = None, **changes) -> "Trainer":
+    def resume(cls, run_dir, *, quiet: bool = False, options: dict | None = None, store=None,
+               **changes) -> "Trainer":
         """Continue a run from its newest good checkpoint, with some settings changed.
 
         Only TrainSettings.CHANGEABLE settings may change; the store must be the one the run
-        started on (same fingerprint).
+        started on (same fingerprint), where it was or at `store` if it has moved.
         """
         run_dir = Path(run_dir)
         options = options or {}
@@ -287,9 +288,10 @@ class Trainer:
         for k, v in changes.items():
             if v is not None:
                 setattr(settings, k, v)
-        store_path = record["store"]
+        store_path = store or record["store"]
         if not Path(store_path).exists():
-            raise FileNotFoundError(f"the run's store {store_path} is gone; it must be where the run started")
+            raise FileNotFoundError(f"the run's store {store_path} is gone; if it has moved, give its new place "
+                                    "(bigtopics train --resume RUN STORE)")
         trainer = cls(store_path, run_dir, settings, quiet=quiet, **options)
         if trainer.store.fingerprint() != record["store_fingerprint"]:
             raise ValueError(f"the store at {store_path} changed since {run_dir} started "
@@ -591,9 +593,9 @@ def train(store_path, run_dir, settings: TrainSettings, *, overwrite: bool = Fal
     return Trainer(store_path, run_dir, settings, quiet=quiet, **options).run(overwrite=overwrite)
 
 
-def resume(run_dir, *, quiet: bool = False, options: dict | None = None, **changes) -> Path:
+def resume(run_dir, *, quiet: bool = False, options: dict | None = None, store=None, **changes) -> Path:
     """Continue a run from its newest good checkpoint; returns the path of the written model."""
-    return Trainer.resume(run_dir, quiet=quiet, options=options, **changes).run()
+    return Trainer.resume(run_dir, quiet=quiet, options=options, store=store, **changes).run()
 
 
 def describe_run(run_dir) -> str:

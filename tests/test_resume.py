@@ -108,6 +108,20 @@ def test_more_epochs_continue_the_same_run(corpus, tmp_path):
     assert_same_model(one, model_arrays(two))
 
 
+def test_a_moved_store_is_given_on_resume(corpus, tmp_path):
+    import shutil
+
+    store, run = tmp_path / "library.zarr", tmp_path / "run"
+    shutil.copytree(corpus, store)
+    train(store, run, TrainSettings(**(SETTINGS | {"max_docs": 200})), quiet=True)
+    moved = store.rename(tmp_path / "elsewhere.zarr")
+    with pytest.raises(FileNotFoundError, match="if it has moved, give its new place"):
+        Trainer.resume(run, quiet=True, max_docs=400)
+    resume(run, quiet=True, store=moved, max_docs=400)
+    assert load_model(run).attrs["progress"]["docs_seen"] == 400
+    resume(run, quiet=True, max_docs=600)  # the run now records where the store is
+
+
 def test_resume_refuses_model_defining_changes_and_another_store(corpus, tmp_path):
     run = tmp_path / "run"
     train(corpus, run, TrainSettings(**(SETTINGS | {"max_docs": 300})), quiet=True)
