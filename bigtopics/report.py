@@ -110,6 +110,19 @@ def training_curves(run: Path) -> str:
     return "\n".join(parts)
 
 
+def document_namer(store):
+    """A document's name for readers: its title if the store has titles ("Moby Dick [pg2701#3]"),
+    else its id."""
+    titled = "title" in store.metadata_fields
+
+    def name(d: int) -> str:
+        doc_id = str(store.doc_ids(d, d + 1)[0])
+        title = str(store.metadata("title", d, d + 1)[0]) if titled else ""
+        return f"{title} [{doc_id}]" if title else doc_id
+
+    return name
+
+
 def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5,
                  overwrite: bool = False, log=None) -> Path:
     """Write the report (default <run>/report.html); returns its path. It replaces an earlier
@@ -127,13 +140,13 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
     if notice:
         log(notice)
     documents = [[] for _ in range(model.n_topics)]
-    doc_ids = None
+    doc_name = str
     if doc_topics:
         dt = DocTopics(doc_topics)
         documents = top_documents(dt, model.n_topics, n_docs)
         store_path = store or dt.attrs.get("store")
         if store_path and Path(store_path).exists():
-            doc_ids = open_store(store_path)
+            doc_name = document_namer(open_store(store_path))
     totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
     e = html.escape
@@ -142,8 +155,7 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
         words = " ".join(model.vocab[top_word_ids(model, k, n_words)])
         diag = evaluation.get(k, {})
         coherence = diag.get("coherence")
-        docs = ", ".join(
-            f"{e(str(doc_ids.doc_ids(d, d + 1)[0]) if doc_ids else str(d))} ({w:.0%})" for d, w in documents[k])
+        docs = ", ".join(f"{e(doc_name(d))} ({w:.0%})" for d, w in documents[k])
         rows.append(
             f'<tr><td class="n" data-v="{-k}">{k}</td>'
             f'<td class="n" data-v="{share[k]}"><span class="bar" style="width:{share[k] * 300:.0f}px"></span> '
