@@ -55,33 +55,6 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
     fsync_dir(path.parent)
 
 
-# What marks a directory as bigtopics' own output, the only kind --overwrite may delete: a Zarr
-# hierarchy (a store, a model, document topics), a run's settings, an export's topic keys.
-OUTPUT_MARKERS = ("zarr.json", "settings.json", "topic_keys.tsv")
-
-
-def check_output(path, overwrite: bool, inputs=()) -> None:
-    """Refuse to write `path` where that would destroy anything but bigtopics' earlier output.
-
-    Raises if an input is `path` or lies inside it, if `path` exists as something else than an
-    empty directory or a directory bigtopics wrote (OUTPUT_MARKERS), or if it exists and overwrite
-    is not given: --overwrite replaces earlier results, never a user's files.
-    """
-    path = Path(path)
-    target = path.resolve()
-    for source in map(Path, inputs):
-        source = source.resolve()
-        if source == target or target in source.parents:
-            raise ValueError(f"{path} holds the input {source}: choose another output")
-    if not path.exists() and not path.is_symlink():
-        return
-    if not path.is_dir() or (any(path.iterdir()) and not any((path / m).exists() for m in OUTPUT_MARKERS)):
-        raise FileExistsError(f"{path} exists and is not bigtopics output, so bigtopics will not replace it: "
-                              "remove it yourself or choose another output")
-    if not overwrite:
-        raise FileExistsError(f"{path} already exists (use --overwrite to replace it)")
-
-
 def publish_dir(tmp: Path, final: Path, overwrite: bool) -> None:
     """Move a finished directory tmp to final after flushing it to disk.
 

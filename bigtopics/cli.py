@@ -45,7 +45,9 @@ def user_errors(fn):
 
 
 def _plain_warning(message, category, filename, lineno, line=None) -> str:
-    return f"warning: {message}\n"  # a user needs what happened, not the line of bigtopics that noticed it
+    # a user needs what happened, not the line of bigtopics that noticed it; other kinds keep their name
+    kind = "" if category is UserWarning else f" ({category.__name__})"
+    return f"warning{kind}: {message}\n"
 
 
 @click.group()
@@ -238,6 +240,8 @@ def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given)
         trainer = Trainer.resume(resume_dir, quiet=quiet, options=options, store=store, **given)
         run_dir = resume_dir
         if trainer.state.docs_seen >= trainer.docs_limit():
+            if not trainer.model_is_current():
+                trainer.write_model()
             click.echo(f"{resume_dir} has already finished ({trainer.state.docs_seen:,} documents seen); "
                        "give --epochs or --max-docs beyond that to train further", err=True)
             trainer.lock.release()

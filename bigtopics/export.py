@@ -38,10 +38,11 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .atomic import check_output, publish_dir, temporary_sibling
+from .atomic import publish_dir, temporary_sibling
 from .evaluate import current_evaluation, top_word_ids
 from .infer import DocTopics
 from .model import Model, load_model
+from .outputs import check_output
 from .store import CSR_ENCODING, Store, StoreError, default_compressors, open_store
 
 TOP_WORDS = 20
@@ -49,8 +50,9 @@ LABEL_WORDS = 3
 PYLDAVIS_TERMS = 30
 WORDS_PER_WRITE = 1 << 14
 DT_ENTRIES_PER_PASS = 1 << 25
-# the fields export writes into every search document; metadata of these names gets META_PREFIX
-RESERVED = ("id", "doc_number", "length", "topics")
+# the fields export writes into every search document, and the ones Elasticsearch and Solr keep
+# for themselves (a document carrying one is rejected); metadata of these names gets META_PREFIX
+RESERVED = ("id", "doc_number", "length", "topics", "_id", "_index", "_source", "_routing", "_version_", "_root_")
 META_PREFIX = "meta_"
 
 
@@ -61,7 +63,7 @@ def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WOR
     log = log or (lambda msg: print(msg, file=sys.stderr))
     model = load_model(run)
     output = Path(output)
-    check_output(output, overwrite, [p for p in (run, doc_topics, store) if p])
+    check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p])
     dt = DocTopics(doc_topics) if doc_topics else None
     if dt is not None:
         store = store or dt.attrs.get("store")

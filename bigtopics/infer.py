@@ -39,10 +39,11 @@ import numba
 import numpy as np
 import zarr
 
-from .atomic import atomic_write_bytes, check_output, publish_dir, temporary_sibling
+from .atomic import atomic_write_bytes, publish_dir, temporary_sibling
 from .local_step import FrozenTopics, Minibatch, gibbs_sample
 from .minibatches import read_ahead
 from .model import Model, load_model
+from .outputs import check_output
 from .progress import Progress
 from .store import (CSR_ENCODING, CSRBlock, Store, StoreError, check_format, default_compressors, index_dtype_for,
                     open_store)
@@ -167,7 +168,7 @@ def infer(run, store_path, output, settings: InferSettings | None = None, *, ove
     settings.validate()
     model, store, output = load_model(run), open_store(store_path), Path(output)
     check_vocabulary(model, store)
-    check_output(output, overwrite, [run, store.path])
+    check_output(output, overwrite, [model.path, store.path])
     parts = _parts_dir(output)
     n_blocks = max(1, len(store.block_starts()))
     docs_per_part = store.docs_per_block * max(1, round(part_tokens * n_blocks / max(store.n_tokens, 1)))

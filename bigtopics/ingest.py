@@ -37,9 +37,10 @@ from pathlib import Path
 import numpy as np
 from numcodecs import Blosc
 
-from .atomic import check_output, temporary_sibling
+from .atomic import temporary_sibling
 from .kernels.tokens import count_rows, remap_rows
 from .memory import budget_bytes, format_bytes, peak_rss_bytes
+from .outputs import check_output
 from .model import MODEL_NAME, load_model
 from .progress import Progress
 from .readers import FormatOptions, InputError, InputReader, Unit, parse_unit

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from .outputs import written_by_bigtopics
+
 FORMATS = ("txt", "lines", "jsonl", "tsv", "bow-jsonl")
 LINE_FORMATS = ("lines", "jsonl", "tsv", "bow-jsonl")
 EXTENSION_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".tsv": "tsv"}
@@ -100,14 +102,15 @@ def looks_binary(head: bytes) -> bool:
 
 def list_inputs(inputs: list[str | os.PathLike]) -> list[tuple[Path, str]]:
     """(file, name relative to its input root) for every input file; directories recursively,
-    sorted so that the order (and the store) is reproducible. Hidden files are skipped, and so are
-    Zarr hierarchies (a store or model written beside the texts, perhaps by an earlier ingest)."""
+    sorted so that the order (and the store) is reproducible. Hidden files are skipped, and so is
+    bigtopics' own output (a store, run or export written beside the texts, perhaps by an earlier
+    ingest)."""
     files = []
     for item in map(Path, inputs):
         if item.is_dir():
             found = []
             for folder, subfolders, names in os.walk(item):
-                if "zarr.json" in names:
+                if written_by_bigtopics(Path(folder)):
                     subfolders.clear()
                     continue
                 subfolders[:] = [d for d in subfolders if not d.startswith(".")]

@@ -110,17 +110,22 @@ def training_curves(run: Path) -> str:
     return "\n".join(parts)
 
 
-def document_namer(store):
-    """A document's name for readers: its title if the store has titles ("Moby Dick [pg2701#3]"),
-    else its id."""
+def document_names(store, doc_numbers) -> dict[int, str]:
+    """Each document's name for readers: its title where the store has one ("Moby Dick
+    [pg2701#3]"), else its id. Reads each chunk of ids and titles that holds any of them once."""
+    step = store.group["doc_ids"].chunks[0]
     titled = "title" in store.metadata_fields
-
-    def name(d: int) -> str:
-        doc_id = str(store.doc_ids(d, d + 1)[0])
-        title = str(store.metadata("title", d, d + 1)[0]) if titled else ""
-        return f"{title} [{doc_id}]" if title else doc_id
-
-    return name
+    names = {}
+    wanted = sorted({int(d) for d in doc_numbers})
+    for first in sorted({d - d % step for d in wanted}):
+        ids = store.doc_ids(first, first + step)
+        titles = store.metadata("title", first, first + step) if titled else None
+        for d in wanted:
+            if first <= d < first + step:
+                title = titles[d - first] if titles is not None else ""
+                title = title if isinstance(title, str) else ""  # a numeric or missing title is no name
+                names[d] = f"{title} [{ids[d - first]}]" if title else str(ids[d - first])
+    return names
 
 
 def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5,
@@ -140,13 +145,13 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
     if notice:
         log(notice)
     documents = [[] for _ in range(model.n_topics)]
-    doc_name = str
+    doc_name = {}
     if doc_topics:
         dt = DocTopics(doc_topics)
         documents = top_documents(dt, model.n_topics, n_docs)
         store_path = store or dt.attrs.get("store")
         if store_path and Path(store_path).exists():
-            doc_name = document_namer(open_store(store_path))
+            doc_name = document_names(open_store(store_path), [d for listed in documents for d, _ in listed])
     totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
     e = html.escape
@@ -155,7 +160,7 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
         words = " ".join(model.vocab[top_word_ids(model, k, n_words)])
         diag = evaluation.get(k, {})
         coherence = diag.get("coherence")
-        docs = ", ".join(f"{e(doc_name(d))} ({w:.0%})" for d, w in documents[k])
+        docs = ", ".join(f"{e(doc_name.get(d, str(d)))} ({w:.0%})" for d, w in documents[k])
         rows.append(
             f'<tr><td class="n" data-v="{-k}">{k}</td>'
             f'<td class="n" data-v="{share[k]}"><span class="bar" style="width:{share[k] * 300:.0f}px"></span> '

@@ -32,6 +32,7 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from .atomic import publish_dir, temporary_sibling
+from .outputs import KIND_ATTRIBUTES
 
 FORMAT_VERSION = 1
 CSR_ENCODING = {"encoding-type": "csr_matrix", "encoding-version": "0.1.0"}
@@ -41,11 +42,6 @@ STRING_CHUNK = 1 << 16
 
 class StoreError(Exception):
     """A store is missing, incomplete, of another format, or otherwise unreadable."""
-
-
-# The attribute that tells each kind of Zarr group bigtopics writes from the others.
-KIND_ATTRIBUTES = {"format_version": "a store", "model_format_version": "a model",
-                   "doc_topics_format_version": "document topics (bigtopics infer)"}
 
 
 def check_format(path: Path, attrs: dict, key: str, version: int) -> None:
@@ -322,6 +318,8 @@ class Store:
             indptr = np.asarray(self._indptr[start : stop + 1])
             lo, hi = int(indptr[0]), int(indptr[-1])
             return CSRBlock(start, indptr - lo, np.asarray(self._indices[lo:hi]), np.asarray(self._data[lo:hi]))
+        except (MemoryError, OSError):
+            raise  # the machine's trouble, not the store's
         except Exception as e:  # a chunk that fails to decompress or decode: name where, not the codec's internals
             raise StoreError(f"{self.path} is damaged: documents {start}-{stop - 1} cannot be read "
                              f"({type(e).__name__}: {e}); ingest it again") from e

@@ -29,15 +29,16 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from .atomic import atomic_write_bytes, check_output
+from .atomic import atomic_write_bytes
 from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, load_latest_checkpoint,
                           read_checkpoint_meta, remove_temporaries, save_checkpoint)
 from .local_step import BETA_ESTIMATES, FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
+from .outputs import check_output, holds_files
 from .minibatches import MinibatchStream, read_ahead, read_documents
-from .model import MODEL_NAME, write_model
+from .model import MODEL_NAME, load_model, write_model
 from .progress import Progress, format_duration
-from .store import Store, open_store
+from .store import Store, StoreError, open_store
 from .topic_word import TopicWordTable
 
 SETTINGS_NAME = "settings.json"
@@ -312,7 +313,7 @@ class Trainer:
 
     # -- files of the run ------------------------------------------------------------------
     def _start_run_dir(self, overwrite: bool) -> None:
-        if self.run_dir.exists() and any(self.run_dir.iterdir()):
+        if self.run_dir.exists() and holds_files(self.run_dir):
             if not overwrite and (self.run_dir / SETTINGS_NAME).exists():
                 raise FileExistsError(f"{self.run_dir} already holds a run (use --resume to continue it, "
                                       "--overwrite to start afresh)")
@@ -380,25 +381,36 @@ class Trainer:
     def run(self, overwrite: bool = False) -> Path:
         """Train to the stopping rule (or a stop signal); returns the model's path."""
         s = self.settings
-        with _StopOnSignal(self):
-            if self.table is None:
-                self.start(overwrite)
-                self.write_checkpoint()  # so a run killed before its first interval can still resume
-            numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
-            progress = Progress("train", total=self.docs_limit(), unit="docs", quiet=self.quiet,
-                                postfix=self._postfix)
-            progress.count = self.state.docs_seen
-            try:
-                self._loop(progress)
-            finally:
-                progress.close()
-            if self.last_checkpoint_step != self.state.step:
-                self.write_checkpoint()
-        if self.stop_signal is None:
-            self._log_metrics(self._metrics_record(final=True, heldout=self.heldout_score() if s.heldout else None))
-        path = self.write_model()  # after a stop too, so `topics`, `evaluate` and `infer` can read the run so far
-        self.lock.release()
-        return path
+        try:
+            with _StopOnSignal(self):
+                if self.table is None:
+                    self.start(overwrite)
+                    self.write_checkpoint()  # so a run killed before its first interval can still resume
+                numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
+                progress = Progress("train", total=self.docs_limit(), unit="docs", quiet=self.quiet,
+                                    postfix=self._postfix)
+                progress.count = self.state.docs_seen
+                try:
+                    self._loop(progress)
+                finally:
+                    progress.close()
+                if self.last_checkpoint_step != self.state.step:
+                    self.write_checkpoint()
+            if self.stop_signal is None:
+                self._log_metrics(self._metrics_record(final=True, heldout=self.heldout_score() if s.heldout else None))
+            if self.state.step and not self.model_is_current():
+                self.write_model()  # after a stop too, so `topics`, `evaluate` and `infer` can read the run so far
+        finally:
+            self.lock.release()
+        return self.run_dir / MODEL_NAME
+
+    def model_is_current(self) -> bool:
+        """Whether model.zarr holds the run's present state (a crash can come between a run's last
+        checkpoint and its model)."""
+        try:
+            return load_model(self.run_dir).attrs.get("progress") == asdict(self.state)
+        except StoreError:
+            return False
 
     def docs_limit(self) -> int:
         s = self.settings

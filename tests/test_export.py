@@ -229,12 +229,11 @@ def test_metadata_named_like_export_fields_is_renamed_not_lost(exported_metadata
 
 def test_report_names_documents_by_title_where_the_store_has_titles(tmp_path):
     from bigtopics.ingest import Pruning, ingest
-    from bigtopics.report import document_namer
+    from bigtopics.report import document_names
     from bigtopics.store import open_store
 
     docs = [{"id": "pg1#0", "title": "Moby Dick", "text": "whale ship sea"}, {"id": "n2", "text": "ship sea"}]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     ingest(tmp_path / "in.jsonl", tmp_path / "s.zarr", pruning=Pruning(min_df=1, max_df=1.0, max_vocab=None),
            quiet=True, log=lambda m: None)
-    name = document_namer(open_store(tmp_path / "s.zarr"))
-    assert [name(0), name(1)] == ["Moby Dick [pg1#0]", "n2"]
+    assert document_names(open_store(tmp_path / "s.zarr"), [1, 0, 1]) == {0: "Moby Dick [pg1#0]", 1: "n2"}

@@ -5,7 +5,8 @@ from collections import Counter
 
 import pytest
 
-from bigtopics.readers import FormatOptions, InputError, InputReader, Unit, format_of, open_decompressed, parse_unit
+from bigtopics.readers import (FormatOptions, InputError, InputReader, Unit, format_of, list_inputs, open_decompressed,
+                               parse_unit)
 
 LINES = b"".join(b'{"id": %d, "text": "line %d"}\n' % (i, i) for i in range(1, 2001))
 
@@ -43,6 +44,16 @@ def test_binary_files_are_skipped_with_a_warning(tmp_path):
     reader = InputReader([tmp_path], FormatOptions(), unit_bytes=1 << 20, warn=warnings.append)
     assert [u.path for u in reader.units()] == ["ok.txt"]
     assert reader.skipped_binary == ["img.txt"] and "img.txt" in warnings[0]
+
+
+def test_bigtopics_output_inside_an_input_folder_is_not_input(tmp_path):
+    (tmp_path / "a.txt").write_text("whale")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "settings.json").write_text('{"settings": {}, "store_fingerprint": {}}')
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1}\n')
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "zarr.json").write_text('{"text": "a file that only shares the name"}')
+    assert [name for _, name in list_inputs([tmp_path])] == ["a.txt", "notes/zarr.json"]
 
 
 def test_a_file_given_twice_is_an_error(tmp_path):

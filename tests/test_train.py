@@ -1,6 +1,7 @@
 """The trainer end to end: topic recovery, determinism across workers, bad settings."""
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -80,8 +81,6 @@ def test_an_empty_store_is_refused(tmp_path):
 
 
 def test_a_store_of_another_format_version_is_refused(corpus, tmp_path):
-    import shutil
-
     copy = tmp_path / "old.zarr"
     shutil.copytree(corpus, copy)
     group = zarr.open_group(copy, mode="r+")
@@ -126,6 +125,10 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(corpus, tmp_path):
     result = CliRunner().invoke(main, ["train", "--resume", str(tmp_path / "run")])
     assert result.exit_code == 0 and "already finished (250 documents seen)" in result.output
     assert (tmp_path / "run" / "metrics.jsonl").read_text() == before
+    # a crash between the last checkpoint and the model: the resume writes the model
+    shutil.rmtree(tmp_path / "run" / "model.zarr")
+    result = CliRunner().invoke(main, ["train", "--resume", str(tmp_path / "run")])
+    assert result.exit_code == 0 and load_model(tmp_path / "run").attrs["progress"]["docs_seen"] == 250
 
 
 def test_overwrite_never_deletes_a_users_folder(corpus, tmp_path):
@@ -135,6 +138,13 @@ def test_overwrite_never_deletes_a_users_folder(corpus, tmp_path):
     with pytest.raises(FileExistsError, match="not bigtopics output"):
         train(corpus, folder, TrainSettings(n_topics=4, max_docs=250), quiet=True, overwrite=True)
     assert (folder / "draft.txt").read_text() == "mine"
+    (folder / "settings.json").write_text('{"theme": "dark"}')  # a name other tools use too
+    with pytest.raises(FileExistsError, match="not bigtopics output"):
+        train(corpus, folder, TrainSettings(n_topics=4, max_docs=250), quiet=True, overwrite=True)
+    left = tmp_path / "refused"  # a start refused before any work leaves only its lock
+    left.mkdir()
+    (left / ".lock").touch()
+    train(corpus, left, TrainSettings(n_topics=4, max_docs=250, batch_size=250), quiet=True)
     with pytest.raises(ValueError, match="holds the input"):
         train(corpus, Path(corpus).parent, TrainSettings(n_topics=4, max_docs=250), quiet=True, overwrite=True)
     assert open_store(corpus).n_docs == SPEC.n_docs

@@ -1,0 +1,60 @@
+"""What bigtopics writes, and how it recognises its own output before it replaces anything.
+
+--overwrite must replace earlier results, never a user's files: a directory counts as bigtopics'
+output only if its marker says so, not merely by a file name that other tools use too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# The attribute in a Zarr group's zarr.json that tells each kind bigtopics writes from the others.
+KIND_ATTRIBUTES = {"format_version": "a store", "model_format_version": "a model",
+                   "doc_topics_format_version": "document topics (bigtopics infer)"}
+
+
+def _json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def written_by_bigtopics(folder: Path) -> bool:
+    """Whether `folder` is a store, model or document topics (a Zarr group with bigtopics' format
+    attribute), a training run (settings.json with the store's fingerprint) or an export."""
+    folder = Path(folder)
+    attributes = _json(folder / "zarr.json").get("attributes")
+    if isinstance(attributes, dict) and any(key in attributes for key in KIND_ATTRIBUTES):
+        return True
+    if "store_fingerprint" in _json(folder / "settings.json"):
+        return True
+    return (folder / "topic_keys.tsv").is_file() and (folder / "topic_word.zarr").is_dir()
+
+
+def holds_files(folder: Path) -> bool:
+    """Whether `folder` holds anything but hidden entries (a lock, .DS_Store)."""
+    return any(not entry.name.startswith(".") for entry in Path(folder).iterdir())
+
+
+def check_output(path, overwrite: bool, inputs=()) -> None:
+    """Refuse to write `path` where that would destroy anything but bigtopics' earlier output.
+
+    Raises if an input is `path` or lies inside it, if `path` exists as something else than a
+    directory that is empty or written by bigtopics, or if it exists and overwrite is not given.
+    """
+    path = Path(path)
+    target = path.resolve()
+    for source in map(Path, inputs):
+        source = source.resolve()
+        if source == target or target in source.parents:
+            raise ValueError(f"{path} holds the input {source}: choose another output")
+    if not path.exists() and not path.is_symlink():
+        return
+    if not path.is_dir() or (holds_files(path) and not written_by_bigtopics(path)):
+        raise FileExistsError(f"{path} exists and is not bigtopics output, so bigtopics will not replace it: "
+                              "remove it yourself or choose another output")
+    if not overwrite:
+        raise FileExistsError(f"{path} already exists (use --overwrite to replace it)")
