@@ -262,7 +262,7 @@ def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given)
         sys.exit(130)
     if not quiet:
         click.echo(
-            f"trained {trainer.settings.n_topics} topics on {st.docs_seen:,} documents ({st.tokens_seen:,} tokens) "
+            f"trained {trainer.settings.n_topics} topics: {st.docs_seen:,} documents seen ({st.tokens_seen:,} tokens) "
             f"in {st.seconds:.1f} s ({st.tokens_seen / max(st.seconds, 1e-9):,.0f} tokens/s); "
             f"table {trainer.table.n_entries:,} entries, peak memory {format_bytes(peak_rss_bytes())}",
             err=True,

@@ -101,7 +101,7 @@ class IngestReport:
             + f", {s['raw_tokens']:,} tokens, in {self.seconds:.1f} s "
             f"({self.input_bytes / 1e6 / max(self.seconds, 1e-9):.1f} MB/s; "
             + ", ".join(f"{k} {v:.1f} s" for k, v in self.phase_seconds.items())
-            + f"; {self.n_workers} workers); peak memory {format_bytes(self.peak_rss)}",
+            + f"; workers: {self.n_workers}); peak memory {format_bytes(self.peak_rss)}",
             f"dropped: {s['empty_docs_dropped']:,} empty documents, {s['binary_files_skipped']:,} binary-looking files, "
             f"{s['bad_lines_skipped']:,} bad lines skipped; {s['invalid_utf8_docs']:,} documents had invalid UTF-8 (replaced)",
         ]
@@ -112,7 +112,7 @@ class IngestReport:
             return "\n".join(lines)
         p = self.pruning
         rules = {"zero": "stop words", "min_df": f"min-df {p.min_df}", "max_df": f"max-df {p.max_df}",
-                 "max_vocab": f"max-vocab {p.max_vocab}"}
+                 "max_vocab": f"max-vocab {p.max_vocab or 0} (0: all)"}
         lines.append("pruned: " + "; ".join(
             f"{words:,} words ({tokens:,} tokens) by {rules[rule]}" for rule, (words, tokens) in self.pruned.items()
             if rule != "zero"

@@ -622,7 +622,8 @@ def describe_run(run_dir) -> str:
         try:
             st = RunState(**read_checkpoint_meta(checkpoints[-1].path)["state"])
             per_epoch = -(-record["n_training_docs"] // settings.batch_size)
-            lines.append(f"  progress         epoch {st.epoch} (minibatch {st.batch_in_epoch} of {per_epoch}), "
+            # counted in whole and part epochs: "epoch 0, minibatch 15 of 15" and "epoch 1" are one place
+            lines.append(f"  progress         {st.epoch + st.batch_in_epoch / per_epoch:.2f} epochs done, "
                          f"{st.step:,} minibatches, {st.docs_seen:,} documents, {st.tokens_seen:,} tokens, "
                          f"{format_duration(st.seconds)} of training")
         except CheckpointError as e:
