@@ -40,8 +40,8 @@ from numcodecs import Blosc
 from .atomic import temporary_sibling
 from .kernels.tokens import count_rows, remap_rows
 from .memory import budget_bytes, format_bytes, peak_rss_bytes
-from .outputs import check_output
 from .model import MODEL_NAME, load_model
+from .outputs import check_output
 from .progress import Progress
 from .readers import FormatOptions, InputError, InputReader, Unit, parse_unit
 from .store import DEFAULT_ENTRIES_PER_CHUNK, Store, StoreError, StoreWriter, count_dtype_for, index_dtype_for, open_store

@@ -34,9 +34,9 @@ from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, loa
                           read_checkpoint_meta, remove_temporaries, save_checkpoint)
 from .local_step import BETA_ESTIMATES, FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
-from .outputs import check_output, holds_files
 from .minibatches import MinibatchStream, read_ahead, read_documents
 from .model import MODEL_NAME, load_model, write_model
+from .outputs import check_output, holds_files
 from .progress import Progress, format_duration
 from .store import Store, StoreError, open_store
 from .topic_word import TopicWordTable
