@@ -130,6 +130,25 @@ def list_inputs(inputs: list[str | os.PathLike]) -> list[tuple[Path, str]]:
     return files
 
 
+class Utf16AsUtf8:
+    """A binary stream of UTF-16 text (its first bytes, with the byte order mark, already read as
+    `head`), read as UTF-8 bytes a block at a time; undecodable units become U+FFFD."""
+
+    def __init__(self, head: bytes, stream: BinaryIO):
+        self.decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        self.stream, self.pending, self.buffer = stream, head, b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self.buffer) < size:
+            block, self.pending = self.pending or self.stream.read(size), b""
+            self.buffer += self.decoder.decode(block, final=not block).encode("utf-8")
+            if not block:
+                break
+        size = len(self.buffer) if size < 0 else size
+        out, self.buffer = self.buffer[:size], self.buffer[size:]
+        return out
+
+
 class InputReader:
     """Cuts the input files into units of about `unit_bytes` decompressed bytes, in order.
 
@@ -162,7 +181,11 @@ class InputReader:
             self.bytes_read = done_before + path.stat().st_size
 
     def _pieces(self, stream, raw, fmt: str, name: str, done_before: int) -> Iterator[tuple[bytes, int]]:
-        head = stream.read(BINARY_SNIFF_BYTES).removeprefix(codecs.BOM_UTF8)  # as Windows tools write
+        head = stream.read(BINARY_SNIFF_BYTES)
+        if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # Windows' "Unicode" text
+            stream = Utf16AsUtf8(head, stream)
+            head = stream.read(BINARY_SNIFF_BYTES)
+        head = head.removeprefix(codecs.BOM_UTF8)  # as Windows tools write
         if looks_binary(head):
             self.skipped_binary.append(name)
             self.warn(f"warning: skipping {name}: looks binary (NUL bytes)")

@@ -1,4 +1,5 @@
 import bz2
+import codecs
 import gzip
 import lzma
 from collections import Counter
@@ -60,6 +61,17 @@ def test_a_file_given_twice_is_an_error(tmp_path):
     (tmp_path / "a.txt").write_text("whale")
     with pytest.raises(InputError, match="among the inputs twice"):
         InputReader([tmp_path, tmp_path / "a.txt"], FormatOptions(), unit_bytes=1 << 20)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_utf16_text_with_a_byte_order_mark_is_read(tmp_path, encoding):
+    lines = ['{"id": "a", "text": "Straße whale"}', '{"id": "b", "text": "ship"}'] * 3000
+    bom = {"utf-16": b"", "utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE}[encoding]
+    (tmp_path / "u.jsonl").write_bytes(bom + "\n".join(lines).encode(encoding))
+    units = list(InputReader([tmp_path], FormatOptions(), unit_bytes=5000).units())
+    records = [r for u in units for r in parse_unit(u, FormatOptions(), Counter())]
+    assert len(units) > 3 and [(r.doc_id, r.text) for r in records[:2]] == [("a", "Straße whale"), ("b", "ship")]
+    assert len(records) == 6000
 
 
 def test_a_utf8_byte_order_mark_is_not_part_of_the_first_record(tmp_path):
