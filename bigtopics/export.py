@@ -50,9 +50,9 @@ LABEL_WORDS = 3
 PYLDAVIS_TERMS = 30
 WORDS_PER_WRITE = 1 << 14
 DT_ENTRIES_PER_PASS = 1 << 25
-# the fields export writes into every search document, and the ones Elasticsearch and Solr keep
-# for themselves (a document carrying one is rejected); metadata of these names gets META_PREFIX
-RESERVED = ("id", "doc_number", "length", "topics", "_id", "_index", "_source", "_routing", "_version_", "_root_")
+# the fields export writes into every search document; metadata of these names, and of any name
+# starting with "_" (Elasticsearch's and Solr's own fields), gets META_PREFIX
+RESERVED = ("id", "doc_number", "length", "topics")
 META_PREFIX = "meta_"
 
 
@@ -232,13 +232,13 @@ def write_doc_topics_txt(dt: DocTopics, store: Store, path: Path) -> None:
 
 def search_names(fields) -> dict[str, str]:
     """Metadata field -> its name in the search documents. A field named like one export writes
-    itself (RESERVED) would overwrite it or be overwritten: it gets META_PREFIX, repeated until
-    the name is taken by no other field."""
+    itself or a search engine keeps (RESERVED, and every name starting with "_") would overwrite it,
+    be overwritten or be refused: it gets META_PREFIX, repeated until no other field has the name."""
     taken = set(RESERVED) | set(fields)
     names = {}
     for f in fields:
         name = f
-        if f in RESERVED:
+        if f in RESERVED or f.startswith("_"):
             while name in taken:
                 name = META_PREFIX + name
             taken.add(name)

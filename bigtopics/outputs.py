@@ -14,7 +14,8 @@ KIND_ATTRIBUTES = {"format_version": "a store", "model_format_version": "a model
                    "doc_topics_format_version": "document topics (bigtopics infer)"}
 
 
-def _json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
+    """A JSON object from a file; {} if it is missing, unreadable or not an object."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -26,17 +27,22 @@ def written_by_bigtopics(folder: Path) -> bool:
     """Whether `folder` is a store, model or document topics (a Zarr group with bigtopics' format
     attribute), a training run (settings.json with the store's fingerprint) or an export."""
     folder = Path(folder)
-    attributes = _json(folder / "zarr.json").get("attributes")
+    attributes = read_json(folder / "zarr.json").get("attributes")
     if isinstance(attributes, dict) and any(key in attributes for key in KIND_ATTRIBUTES):
         return True
-    if "store_fingerprint" in _json(folder / "settings.json"):
+    if "store_fingerprint" in read_json(folder / "settings.json"):
         return True
     return (folder / "topic_keys.tsv").is_file() and (folder / "topic_word.zarr").is_dir()
 
 
+# Entries that leave a folder as good as empty: a refused start's lock, macOS's folder settings.
+# (Any other hidden entry, such as .git, is the user's.)
+LEFTOVERS = (".lock", ".DS_Store")
+
+
 def holds_files(folder: Path) -> bool:
-    """Whether `folder` holds anything but hidden entries (a lock, .DS_Store)."""
-    return any(not entry.name.startswith(".") for entry in Path(folder).iterdir())
+    """Whether `folder` holds anything but LEFTOVERS."""
+    return any(entry.name not in LEFTOVERS for entry in Path(folder).iterdir())
 
 
 def check_output(path, overwrite: bool, inputs=()) -> None:

@@ -21,6 +21,7 @@ import gzip
 import json
 import lzma
 import os
+import unicodedata
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -98,6 +99,15 @@ def format_of(path: Path, requested: str | None) -> str:
 
 def looks_binary(head: bytes) -> bool:
     return b"\0" in head[:BINARY_SNIFF_BYTES]
+
+
+def reads_as_text(text: str) -> bool:
+    """Whether decoded text looks like text: at most 1% replacement, private-use, unassigned or
+    control characters (other than whitespace). A binary file that happens to start with a
+    UTF-16 byte order mark decodes to mostly such characters."""
+    odd = sum(1 for c in text if c == "\ufffd" or (unicodedata.category(c) in ("Co", "Cn", "Cc", "Cs")
+                                                   and c not in "\t\n\r\f"))
+    return odd <= 0.01 * len(text)
 
 
 def list_inputs(inputs: list[str | os.PathLike]) -> list[tuple[Path, str]]:
@@ -185,8 +195,11 @@ class InputReader:
         if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # Windows' "Unicode" text
             stream = Utf16AsUtf8(head, stream)
             head = stream.read(BINARY_SNIFF_BYTES)
-        head = head.removeprefix(codecs.BOM_UTF8)  # as Windows tools write
-        if looks_binary(head):
+            binary = not reads_as_text(head.decode("utf-8", errors="replace"))
+        else:
+            head = head.removeprefix(codecs.BOM_UTF8)  # as Windows tools write
+            binary = looks_binary(head)
+        if binary:
             self.skipped_binary.append(name)
             self.warn(f"warning: skipping {name}: looks binary (NUL bytes)")
             return

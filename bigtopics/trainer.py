@@ -35,10 +35,10 @@ from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, loa
 from .local_step import BETA_ESTIMATES, FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
 from .minibatches import MinibatchStream, read_ahead, read_documents
-from .model import MODEL_NAME, load_model, write_model
-from .outputs import check_output, holds_files
+from .model import MODEL_NAME, write_model
+from .outputs import check_output, holds_files, read_json
 from .progress import Progress, format_duration
-from .store import Store, StoreError, open_store
+from .store import Store, open_store
 from .topic_word import TopicWordTable
 
 SETTINGS_NAME = "settings.json"
@@ -255,7 +255,7 @@ class Trainer:
         self.table: TopicWordTable | None = None
         self.resumed_from: CheckpointInfo | None = None
         self.stop_signal: int | None = None
-        self.last_checkpoint_step: int | None = None
+        self.checkpointed: dict | None = None  # the state the newest checkpoint holds
         self.lock = RunLock(self.run_dir)
         self.phase_seconds: dict[str, float] = {}  # this process's time per phase, for the metrics log
 
@@ -306,7 +306,7 @@ class Trainer:
             {**arrays, **meta["table_scalars"]}, directory=_fresh_dir(run_dir / TABLE_DIR))
         trainer.state = RunState(**meta["state"])
         trainer.resumed_from = info
-        trainer.last_checkpoint_step = trainer.state.step
+        trainer.checkpointed = asdict(trainer.state)
         trainer._truncate_metrics(trainer.state.step)
         trainer._write_settings()
         return trainer
@@ -318,7 +318,11 @@ class Trainer:
                 raise FileExistsError(f"{self.run_dir} already holds a run (use --resume to continue it, "
                                       "--overwrite to start afresh)")
             check_output(self.run_dir, overwrite, [self.store.path])
-            shutil.rmtree(self.run_dir)
+            self.lock.acquire()  # refuses a run that another process is training
+            try:
+                shutil.rmtree(self.run_dir)
+            finally:
+                self.lock.release()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.lock.acquire()
         check_resources(self.store, self.settings, self.run_dir)
@@ -359,7 +363,7 @@ class Trainer:
         )
 
     def write_checkpoint(self) -> Path:
-        self.last_checkpoint_step = self.state.step
+        self.checkpointed = asdict(self.state)
         state = self.table.state()
         arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
         scalars = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in state.items() if k not in arrays}
@@ -394,7 +398,7 @@ class Trainer:
                     self._loop(progress)
                 finally:
                     progress.close()
-                if self.last_checkpoint_step != self.state.step:
+                if self.checkpointed != asdict(self.state):
                     self.write_checkpoint()
             if self.stop_signal is None:
                 self._log_metrics(self._metrics_record(final=True, heldout=self.heldout_score() if s.heldout else None))
@@ -407,10 +411,8 @@ class Trainer:
     def model_is_current(self) -> bool:
         """Whether model.zarr holds the run's present state (a crash can come between a run's last
         checkpoint and its model)."""
-        try:
-            return load_model(self.run_dir).attrs.get("progress") == asdict(self.state)
-        except StoreError:
-            return False
+        attributes = read_json(self.run_dir / MODEL_NAME / "zarr.json").get("attributes") or {}
+        return attributes.get("progress") == asdict(self.state)
 
     def docs_limit(self) -> int:
         s = self.settings

@@ -227,6 +227,14 @@ def test_metadata_named_like_export_fields_is_renamed_not_lost(exported_metadata
     assert search_names(["id", "meta_id", "year"]) == {"id": "meta_meta_id", "meta_id": "meta_id", "year": "year"}
 
 
+def test_search_engines_own_field_names_are_renamed():
+    from bigtopics.export import search_names
+
+    names = search_names(["_id", "_score", "topics", "meta_topics", "title"])
+    assert names == {"_id": "meta__id", "_score": "meta__score", "topics": "meta_meta_topics",
+                     "meta_topics": "meta_topics", "title": "title"}
+
+
 def test_report_names_documents_by_title_where_the_store_has_titles(tmp_path):
     from bigtopics.ingest import Pruning, ingest
     from bigtopics.report import document_names

@@ -198,6 +198,11 @@ def test_overwrite_replaces_only_earlier_output_and_never_an_input(tmp_path):
     (mine / "notes.txt").write_text("keep me")
     with pytest.raises(FileExistsError, match="not bigtopics output"):
         run(texts, mine, overwrite=True)
+    (mine / "notes.txt").unlink()
+    (mine / ".git").mkdir()  # hidden, and the user's all the same
+    with pytest.raises(FileExistsError, match="not bigtopics output"):
+        run(texts, mine, overwrite=True)
+    (mine / "notes.txt").write_text("keep me")
     assert sorted(p.name for p in texts.iterdir()) == before and (mine / "notes.txt").read_text() == "keep me"
 
     # a store written inside the input folder is not read as input by the next ingest

@@ -4,6 +4,7 @@ import gzip
 import lzma
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from bigtopics.readers import (FormatOptions, InputError, InputReader, Unit, format_of, list_inputs, open_decompressed,
@@ -72,6 +73,13 @@ def test_utf16_text_with_a_byte_order_mark_is_read(tmp_path, encoding):
     records = [r for u in units for r in parse_unit(u, FormatOptions(), Counter())]
     assert len(units) > 3 and [(r.doc_id, r.text) for r in records[:2]] == [("a", "Straße whale"), ("b", "ship")]
     assert len(records) == 6000
+
+
+def test_a_binary_file_that_starts_like_utf16_is_still_skipped(tmp_path):
+    (tmp_path / "ok.txt").write_text("fine text")
+    (tmp_path / "frame.txt").write_bytes(codecs.BOM_UTF16_LE + np.random.default_rng(0).bytes(20000))
+    reader = InputReader([tmp_path], FormatOptions(), unit_bytes=1 << 20, warn=lambda m: None)
+    assert [u.path for u in reader.units()] == ["ok.txt"] and reader.skipped_binary == ["frame.txt"]
 
 
 def test_a_utf8_byte_order_mark_is_not_part_of_the_first_record(tmp_path):

@@ -141,6 +141,16 @@ def test_overwrite_never_deletes_a_users_folder(corpus, tmp_path):
     (folder / "settings.json").write_text('{"theme": "dark"}')  # a name other tools use too
     with pytest.raises(FileExistsError, match="not bigtopics output"):
         train(corpus, folder, TrainSettings(n_topics=4, max_docs=250), quiet=True, overwrite=True)
+    from bigtopics.trainer import RunLock
+
+    busy = tmp_path / "busy"
+    train(corpus, busy, TrainSettings(n_topics=4, max_docs=250, batch_size=250), quiet=True)
+    holder = RunLock(busy)
+    holder.acquire()  # as a trainer still running would
+    with pytest.raises(FileExistsError, match="in use by another"):
+        train(corpus, busy, TrainSettings(n_topics=4, max_docs=250), quiet=True, overwrite=True)
+    holder.release()
+    assert (busy / "settings.json").exists()
     left = tmp_path / "refused"  # a start refused before any work leaves only its lock
     left.mkdir()
     (left / ".lock").touch()
