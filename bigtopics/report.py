@@ -9,6 +9,7 @@ metrics.jsonl (throughput, and the held-out score when the trainer logged one).
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from .atomic import atomic_write_bytes
 from .evaluate import current_evaluation, top_word_ids
 from .infer import DocTopics
 from .model import Model, load_model
-from .store import open_store
+from .store import StoreError, open_store
 from .trainer import METRICS_NAME
 
 REPORT_NAME = "report.html"
@@ -117,14 +118,13 @@ def document_names(store, doc_numbers) -> dict[int, str]:
     titled = "title" in store.metadata_fields
     names = {}
     wanted = sorted({int(d) for d in doc_numbers})
-    for first in sorted({d - d % step for d in wanted}):
+    for first, in_chunk in itertools.groupby(wanted, key=lambda d: d - d % step):
         ids = store.doc_ids(first, first + step)
         titles = store.metadata("title", first, first + step) if titled else None
-        for d in wanted:
-            if first <= d < first + step:
-                title = titles[d - first] if titles is not None else ""
-                title = title if isinstance(title, str) else ""  # a numeric or missing title is no name
-                names[d] = f"{title} [{ids[d - first]}]" if title else str(ids[d - first])
+        for d in in_chunk:
+            title = titles[d - first] if titles is not None else ""
+            title = title if isinstance(title, str) else ""  # a numeric or missing title is no name
+            names[d] = f"{title} [{ids[d - first]}]" if title else str(ids[d - first])
     return names
 
 
@@ -151,7 +151,11 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
         documents = top_documents(dt, model.n_topics, n_docs)
         store_path = store or dt.attrs.get("store")
         if store_path and Path(store_path).exists():
-            doc_name = document_names(open_store(store_path), [d for listed in documents for d, _ in listed])
+            names_from = open_store(store_path)
+            if names_from.n_docs != dt.n_docs:
+                raise StoreError(f"{store_path} has {names_from.n_docs:,} documents, {doc_topics} "
+                                 f"{dt.n_docs:,}: give the store the document topics were inferred from")
+            doc_name = document_names(names_from, [d for listed in documents for d, _ in listed])
     totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
     e = html.escape
