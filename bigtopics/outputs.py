@@ -24,11 +24,13 @@ def read_json(path: Path) -> dict:
 
 
 def written_by_bigtopics(folder: Path) -> bool:
-    """Whether `folder` is a store, model or document topics (a Zarr group with bigtopics' format
-    attribute), a training run (settings.json with the store's fingerprint) or an export."""
+    """Whether `folder` is a store (a Zarr group created_by bigtopics), a model or document topics
+    (a Zarr group with their format attribute), a training run (settings.json with the store's
+    fingerprint) or an export. A store's generic "format_version" alone is not enough."""
     folder = Path(folder)
     attributes = read_json(folder / "zarr.json").get("attributes")
-    if isinstance(attributes, dict) and any(key in attributes for key in KIND_ATTRIBUTES):
+    if isinstance(attributes, dict) and (attributes.get("created_by") == "bigtopics" or any(
+            key in attributes for key in KIND_ATTRIBUTES if key != "format_version")):
         return True
     if "store_fingerprint" in read_json(folder / "settings.json"):
         return True

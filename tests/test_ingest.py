@@ -203,6 +203,9 @@ def test_overwrite_replaces_only_earlier_output_and_never_an_input(tmp_path):
     with pytest.raises(FileExistsError, match="not bigtopics output"):
         run(texts, mine, overwrite=True)
     (mine / "notes.txt").write_text("keep me")
+    (mine / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {"format_version": 1}}')
+    with pytest.raises(FileExistsError, match="not bigtopics output"):  # another tool's Zarr group
+        run(texts, mine, overwrite=True)
     assert sorted(p.name for p in texts.iterdir()) == before and (mine / "notes.txt").read_text() == "keep me"
 
     # a store written inside the input folder is not read as input by the next ingest
