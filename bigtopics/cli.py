@@ -240,8 +240,7 @@ def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given)
         trainer = Trainer.resume(resume_dir, quiet=quiet, options=options, store=store, **given)
         run_dir = resume_dir
         if trainer.state.docs_seen >= trainer.docs_limit():
-            if not trainer.model_is_current():
-                trainer.write_model()
+            trainer.finish()
             click.echo(f"{resume_dir} has already finished ({trainer.state.docs_seen:,} documents seen); "
                        "give --epochs or --max-docs beyond that to train further", err=True)
             trainer.lock.release()

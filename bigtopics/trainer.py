@@ -400,19 +400,25 @@ class Trainer:
                     progress.close()
                 if self.checkpointed != asdict(self.state):
                     self.write_checkpoint()
-            if self.stop_signal is None:
-                self._log_metrics(self._metrics_record(final=True, heldout=self.heldout_score() if s.heldout else None))
-            if self.state.step and not self.model_is_current():
-                self.write_model()  # after a stop too, so `topics`, `evaluate` and `infer` can read the run so far
+            self.finish(reached_the_end=self.stop_signal is None)
         finally:
             self.lock.release()
         return self.run_dir / MODEL_NAME
 
-    def model_is_current(self) -> bool:
-        """Whether model.zarr holds the run's present state (a crash can come between a run's last
-        checkpoint and its model)."""
+    def finish(self, reached_the_end: bool = True) -> None:
+        """Close the run's records: the final metrics record once it has reached its stopping rule
+        (not again when a finished run is resumed), and the model unless model.zarr already holds
+        this state; after a stop too, so `topics`, `evaluate` and `infer` read the run so far, and
+        after a crash between the last checkpoint and the model."""
+        if reached_the_end:
+            metrics = self.run_dir / METRICS_NAME
+            last = ((read_metrics(metrics) if metrics.exists() else []) or [{}])[-1]
+            if not (last.get("final") and last.get("minibatch") == self.state.step):
+                self._log_metrics(self._metrics_record(
+                    final=True, heldout=self.heldout_score() if self.settings.heldout else None))
         attributes = read_json(self.run_dir / MODEL_NAME / "zarr.json").get("attributes") or {}
-        return attributes.get("progress") == asdict(self.state)
+        if self.state.step and attributes.get("progress") != asdict(self.state):
+            self.write_model()
 
     def docs_limit(self) -> int:
         s = self.settings

@@ -11,7 +11,7 @@ import zarr
 from bigtopics.model import load_model
 from bigtopics.store import StoreError, StoreWriter, open_store
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
-from bigtopics.trainer import TrainSettings, Trainer, read_metrics, train
+from bigtopics.trainer import TrainSettings, Trainer, read_metrics, resume, train
 
 from . import naive
 
@@ -124,6 +124,8 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(corpus, tmp_path):
     before = (tmp_path / "run" / "metrics.jsonl").read_text()
     result = CliRunner().invoke(main, ["train", "--resume", str(tmp_path / "run")])
     assert result.exit_code == 0 and "already finished (250 documents seen)" in result.output
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == before
+    resume(tmp_path / "run", quiet=True)  # the Python API alike: no second final record
     assert (tmp_path / "run" / "metrics.jsonl").read_text() == before
     # a crash between the last checkpoint and the model: the resume writes the model
     shutil.rmtree(tmp_path / "run" / "model.zarr")
