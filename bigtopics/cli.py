@@ -203,6 +203,11 @@ def demo(workdir, n_topics, epochs):
 @click.option("--beta-estimate", type=click.Choice(["mean", "geometric"]),
               help="gibbs: topic-word term of the conditional, the mean (eta + N_kw) / (V eta + N_k) or the "
                    "paper's exp(E[log beta_kw]) (README: choosing settings).  [default: mean]")
+@click.option("--exclude-own/--include-own", default=None,
+              help="gibbs: sample each minibatch against the topics without its documents' statistics from their "
+                   "previous visit, as a collapsed sampler leaves out the document it draws; keeps each document's "
+                   "assignments on disk (run/assignments/: 2 bytes x samples per token).  [default: on when "
+                   "--epochs is above 1]")
 @click.option("--mh-steps", type=int,
               help="mh: Metropolis-Hastings steps per token, alternately word and document proposals.  [default: 2]")
 @click.option("--top-l", type=int, help="lsparse: responsibilities kept per token.  [default: 8]")

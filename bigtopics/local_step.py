@@ -38,6 +38,12 @@ class Minibatch:
     def n_tokens(self) -> int:
         return int(self.counts.sum(dtype=np.int64))
 
+    def token_starts(self) -> np.ndarray:
+        """Where each document's tokens start in the batch's token order (entries' words
+        repeated by their counts), int64 (n_docs + 1,)."""
+        entry_tokens = np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)])
+        return entry_tokens[self.indptr]
+
     def distinct_words(self) -> np.ndarray:
         """The batch's word ids, each once, ascending (O(entries + largest id), no sort)."""
         if len(self.words) == 0:
@@ -56,6 +62,8 @@ class SparseStats:
     words: np.ndarray  # int64 global word ids
     topics: np.ndarray  # int64
     values: np.ndarray  # float64
+    # Gibbs: each document's saved assignments (DocumentTallies.assignments), for exclude_own
+    assignments: np.ndarray | None = None
 
 
 BETA_ESTIMATES = ("mean", "geometric")
@@ -157,9 +165,11 @@ def _smoothing(topic_totals, eta: float, n_words: int, estimate: str) -> tuple[n
 @dataclass
 class DocumentTallies:
     """Per-document Gibbs tallies: document d's (word, topic, count) triples are the segment
-    [starts[d], starts[d] + sizes[d]) of words (indices into FrozenTopics.words), topics and
+    [starts[d], starts[d] + sizes[d]) of words (indices into FrozenTopics.words; word ids when
+    they come from assignments.SavedAssignments), topics and
     counts; a count is the number of (token, saved sweep) assignments, so it sums to
-    samples * doc_length over a document."""
+    samples * doc_length over a document. assignments[starts[d]: starts[d] + samples * doc_length]
+    are the document's saved topics, sweep by sweep, each sweep its tokens in order."""
 
     words: np.ndarray
     topics: np.ndarray
@@ -167,6 +177,7 @@ class DocumentTallies:
     starts: np.ndarray
     sizes: np.ndarray
     samples: int
+    assignments: np.ndarray | None = None
 
 
 def gibbs_sample(
@@ -197,8 +208,7 @@ def gibbs_sample(
         raise ValueError("mh_steps must be at least 1")
     local_words = frozen.local_ids(batch.words)
     counts = np.asarray(batch.counts, np.int32)
-    entry_tokens = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
-    token_starts = entry_tokens[batch.indptr]
+    token_starts = batch.token_starts()
     doc_tokens = np.diff(token_starts)
     total = int(token_starts[-1])
     worker_bounds = even_ranges(token_starts, n_workers)
@@ -207,21 +217,23 @@ def gibbs_sample(
     out_topics = np.empty(total * samples, np.int32)
     out_counts = np.empty(total * samples, np.int32)
     out_n_pairs = np.zeros(batch.n_docs, np.int64)
+    out_saved = np.empty(total * samples, np.int32)
     seeds = np.asarray(doc_seeds, np.uint64)
     max_doc_tokens = int(doc_tokens.max(initial=1))
     if sampler == "buckets":
         _sample_minibatch(
             batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
             int(samples), max_doc_tokens, int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words,
-            out_topics, out_counts, out_n_pairs,
+            out_topics, out_counts, out_n_pairs, out_saved,
         )
     else:
         alias_sample_minibatch(
             batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
             int(samples), int(mh_steps) if sampler == "mh" else 0, max_doc_tokens, frozen.alias_view(),
-            out_words, out_topics, out_counts, out_n_pairs,
+            out_words, out_topics, out_counts, out_n_pairs, out_saved,
         )
-    return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs, samples)
+    return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs, samples,
+                           out_saved)
 
 
 def gibbs_local_step(
@@ -241,4 +253,4 @@ def gibbs_local_step(
                            sampler=sampler, mh_steps=mh_steps, n_workers=n_workers)
     words, topics, counts = merge_pairs(tallies.words, tallies.topics, tallies.counts, tallies.starts,
                                         tallies.sizes, len(frozen.words), frozen.n_topics)
-    return SparseStats(frozen.words[words], topics, counts / samples)
+    return SparseStats(frozen.words[words], topics, counts / samples, tallies.assignments)

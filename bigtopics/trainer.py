@@ -1,7 +1,8 @@
 """The training loop: stream minibatches, run the local step, take the global step.
 
 One minibatch t (Mimno, Hoffman & Blei 2012, Algorithm 1; algorithms.md section 1):
-  1. freeze an estimate of beta for the minibatch's words from the topic-word table (kernels/frozen.py);
+  1. freeze an estimate of beta for the minibatch's words from the topic-word table (kernels/frozen.py),
+     with exclude_own from the table without the minibatch's own previous statistics (assignments.py);
   2. local step: sparse Gibbs sampling of every document (numba threads, static ranges);
   3. global step: N <- (1 - rho_t) N + rho_t (D / |B|) Nhat with rho_t = (tau0 + t)^-kappa,
      applied lazily to the hash-sparse table (scale factor pi_t, periodic resets).
@@ -9,8 +10,8 @@ One minibatch t (Mimno, Hoffman & Blei 2012, Algorithm 1; algorithms.md section 
 Parallelism is numba threads over documents rather than worker processes: the table, the frozen
 view and the statistics are shared with no copies, pickling or merging across processes, and the
 read-ahead thread decompresses the next minibatch while the sampler (which releases the GIL)
-runs. The run directory holds settings.json, metrics.jsonl, the memory-mapped table (table/) and
-model.zarr (a snapshot every few minutes, at the end, and when a stop signal ends the run).
+runs. The run directory holds settings.json, metrics.jsonl, the memory-mapped table (table/), with
+exclude_own the saved assignments (assignments/), and model.zarr (a snapshot every few minutes, at the end, and when a stop signal ends the run).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numba
 import numpy as np
 
+from .assignments import SavedAssignments, assignment_bytes
 from .atomic import atomic_write_bytes
 from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, load_latest_checkpoint,
                           read_checkpoint_meta, remove_temporaries, save_checkpoint)
@@ -44,6 +46,7 @@ from .topic_word import TopicWordTable
 SETTINGS_NAME = "settings.json"
 METRICS_NAME = "metrics.jsonl"
 TABLE_DIR = "table"
+ASSIGNMENTS_DIR = "assignments"
 LOCAL_STEPS = ("gibbs", "vb", "lsparse", "scvb0")
 SAMPLERS = ("buckets", "alias", "mh")
 # The default document-topic prior sums to this over the topics (alpha = 5 / K), as MALLET's. With
@@ -80,6 +83,9 @@ class TrainSettings:
     reset_below: float = 1e-4
     workers: int = 0  # 0: all cores
     window_blocks: int = 16
+    # gibbs: sample each minibatch against the topics without its documents' statistics from their
+    # previous visit (assignments.py); None: on when the run makes more than one epoch
+    exclude_own: bool | None = None
     heldout: int = 0  # documents held out of training and scored as it goes
     heldout_every: str = "5m"  # how often to score them (minibatches or a duration)
     checkpoint_every: str = "30m"  # minibatches ("200") or a duration ("30m", "2h", "90s")
@@ -93,6 +99,8 @@ class TrainSettings:
             self.alpha = ALPHA_SUM / self.n_topics
         if self.eta is None:
             self.eta = default_eta(self.local_step, self.beta_estimate)
+        if self.exclude_own is None:
+            self.exclude_own = self.local_step == "gibbs" and self.epochs > 1
 
     def validate(self) -> None:
         checks = [
@@ -109,6 +117,8 @@ class TrainSettings:
             (self.sampler in SAMPLERS, f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}"),
             (self.beta_estimate in BETA_ESTIMATES,
              f"unknown estimate of beta {self.beta_estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}"),
+            (not self.exclude_own or self.local_step == "gibbs",
+             f"exclude-own needs the gibbs local step (got {self.local_step!r})"),
             (self.mh_steps >= 1, f"mh-steps must be at least 1 (got {self.mh_steps})"),
             (self.top_l >= 1, f"top-l must be at least 1 (got {self.top_l}); more than K means dense"),
             (self.vb_iterations >= 1, "vb-iterations must be at least 1"),
@@ -165,14 +175,21 @@ def heldout_documents(n_docs: int, n_heldout: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(n_docs, size=n_heldout, replace=False)).astype(np.int64)
 
 
-def local_step(s: TrainSettings, table: TopicWordTable, batch, epoch: int):
-    """The settings' local step on one minibatch, with the table frozen: SparseStats Nhat."""
+def local_step(s: TrainSettings, table: TopicWordTable, batch, epoch: int,
+               saved: SavedAssignments | None = None):
+    """The settings' local step on one minibatch, with the table frozen: SparseStats Nhat.
+    With `saved` (exclude_own) the batch is sampled against the table without its documents'
+    previous statistics, and their new assignments are saved."""
     words = batch.distinct_words()
     seeds = batch.doc_seeds(s.seed, epoch)
     if s.local_step == "gibbs":
-        return gibbs_local_step(batch, FrozenTopics.from_table(table, words, s.eta, s.beta_estimate), seeds,
-                                alpha=s.alpha, burnin=s.burnin, samples=s.samples, sampler=s.sampler,
-                                mh_steps=s.mh_steps, n_workers=s.n_workers)
+        with table.without(saved.previous_tallies(batch)) if saved is not None else nullcontext():
+            frozen = FrozenTopics.from_table(table, words, s.eta, s.beta_estimate)
+            stats = gibbs_local_step(batch, frozen, seeds, alpha=s.alpha, burnin=s.burnin, samples=s.samples,
+                                     sampler=s.sampler, mh_steps=s.mh_steps, n_workers=s.n_workers)
+        if saved is not None:
+            saved.record(batch, stats.assignments)
+        return stats
     from . import variational
 
     # The variational methods estimate beta as their papers do: SCVB0 by its mean, Online VB
@@ -218,6 +235,11 @@ def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> Non
             f"{format_bytes(free)} free disk (and {format_bytes(available_bytes())} free memory); "
             "use fewer topics or a smaller vocabulary"
         )
+    saved = assignment_bytes(store, settings.n_topics, settings.samples) if settings.exclude_own else 0
+    if saved > free:
+        raise ValueError(
+            f"exclude-own keeps every document's assignments on disk ({format_bytes(saved)} for this store), "
+            f"but {run_dir} has only {format_bytes(free)} free; free some disk or train with --include-own")
 
 
 class Trainer:
@@ -253,6 +275,7 @@ class Trainer:
         self.last_heldout: float | None = None
         self.state = RunState()
         self.table: TopicWordTable | None = None
+        self.saved: SavedAssignments | None = None  # exclude_own: each document's latest assignments
         self.resumed_from: CheckpointInfo | None = None
         self.stop_signal: int | None = None
         self.checkpointed: dict | None = None  # the state the newest checkpoint holds
@@ -278,7 +301,7 @@ class Trainer:
         run_dir = Path(run_dir)
         options = options or {}
         record = _read_settings(run_dir)
-        settings = TrainSettings(**record["settings"])
+        settings = recorded_settings(record)
         refused = {k: v for k, v in changes.items()
                    if v is not None and k not in TrainSettings.CHANGEABLE and v != getattr(settings, k)}
         if refused:
@@ -302,8 +325,10 @@ class Trainer:
         for leftover in run_dir.glob(f".{MODEL_NAME}.*"):  # an interrupted model snapshot
             shutil.rmtree(leftover, ignore_errors=True)
         meta, arrays, info = load_latest_checkpoint(run_dir)
+        saved = arrays.pop("saved_assignments", None)
         trainer.table = TopicWordTable.from_state(
             {**arrays, **meta["table_scalars"]}, directory=_fresh_dir(run_dir / TABLE_DIR))
+        trainer._open_saved(saved)
         trainer.state = RunState(**meta["state"])
         trainer.resumed_from = info
         trainer.checkpointed = asdict(trainer.state)
@@ -364,7 +389,7 @@ class Trainer:
 
     def write_checkpoint(self) -> Path:
         self.checkpointed = asdict(self.state)
-        state = self.table.state()
+        state = {**self.table.state(), **(self.saved.state() if self.saved is not None else {})}
         arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
         scalars = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in state.items() if k not in arrays}
         meta = {"state": asdict(self.state), "table_scalars": scalars, "settings": asdict(self.settings),
@@ -380,7 +405,14 @@ class Trainer:
         self.table = TopicWordTable(s.n_topics, self.store.n_words, directory=_fresh_dir(self.run_dir / TABLE_DIR))
         self.table.drop_below = s.drop_below
         self.table.reset_below = s.reset_below
+        self._open_saved(None)
         numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
+
+    def _open_saved(self, saved: np.ndarray | None) -> None:
+        s = self.settings
+        if s.exclude_own:
+            self.saved = SavedAssignments(self.store, s.n_topics, s.samples, _fresh_dir(self.run_dir / ASSIGNMENTS_DIR),
+                                          saved)
 
     def run(self, overwrite: bool = False) -> Path:
         """Train to the stopping rule (or a stop signal); returns the model's path."""
@@ -486,7 +518,7 @@ class Trainer:
         """One minibatch: freeze, local step, global step."""
         s, st = self.settings, self.state
         with self.timer("local_step"):
-            stats = local_step(s, self.table, batch, epoch)
+            stats = local_step(s, self.table, batch, epoch, self.saved)
         st.step += 1
         rho = learning_rate(st.step, s.tau0, s.kappa)
         with self.timer("global_step"):
@@ -583,7 +615,8 @@ class _StopOnSignal:
 
 
 def _fresh_dir(path: Path) -> Path:
-    """An empty directory for the memory-mapped table (its files are rebuilt on every start)."""
+    """An empty directory for memory-mapped arrays (the table, the saved assignments), whose files
+    are rebuilt on every start."""
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     return path
@@ -607,6 +640,12 @@ def _read_settings(run_dir: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def recorded_settings(record: dict) -> TrainSettings:
+    """The settings of a run as settings.json records them; a run from before exclude_own
+    existed trained without it."""
+    return TrainSettings(**{"exclude_own": False, **record["settings"]})
+
+
 def train(store_path, run_dir, settings: TrainSettings, *, overwrite: bool = False, quiet: bool = False,
           **options) -> Path:
     """Train a model on a store; returns the path of the written model (`<run_dir>/model.zarr`)."""
@@ -622,7 +661,7 @@ def describe_run(run_dir) -> str:
     """A readable summary of a run: settings, progress, checkpoints and model (`bigtopics info`)."""
     run_dir = Path(run_dir)
     record = _read_settings(run_dir)
-    settings = TrainSettings(**record["settings"])
+    settings = recorded_settings(record)
     lines = [f"training run {run_dir}", f"  store            {record['store']}",
              "  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
     checkpoints = list_checkpoints(run_dir)

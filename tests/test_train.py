@@ -47,10 +47,12 @@ def test_recovers_the_true_topics_of_a_synthetic_corpus(corpus, tmp_path):
     assert records[-1]["table_entries"] > 0
 
 
-def test_same_seed_same_model_whatever_the_number_of_workers(corpus, tmp_path):
+@pytest.mark.parametrize("epochs", [1, 2])  # 2: with exclude_own
+def test_same_seed_same_model_whatever_the_number_of_workers(corpus, tmp_path, epochs):
     runs = []
     for workers in (1, 2):
-        settings = TrainSettings(n_topics=6, batch_size=500, max_docs=2500, seed=9, workers=workers)
+        settings = TrainSettings(n_topics=6, batch_size=500, epochs=epochs, max_docs=2500 * epochs, seed=9,
+                                 workers=workers)
         train(corpus, tmp_path / f"w{workers}", settings, quiet=True)
         runs.append(model_arrays(tmp_path / f"w{workers}"))
     for name in runs[0]:

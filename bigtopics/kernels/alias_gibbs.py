@@ -181,22 +181,21 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, mh_steps,
 @njit(parallel=True)
 def sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, worker_bounds,
                      alpha, burnin, samples, mh_steps, max_doc_tokens, view,
-                     out_words, out_topics, out_counts, out_n_pairs):
+                     out_words, out_topics, out_counts, out_n_pairs, out_saved):
     """Each worker samples a static, contiguous range of documents with its own scratch;
-    document d writes its pairs at offset token_starts[d] * samples, so the output does not
-    depend on the number of workers (as kernels/gibbs.py _sample_minibatch)."""
+    document d writes its pairs and saved assignments at offset token_starts[d] * samples, so the
+    output does not depend on the number of workers (as kernels/gibbs.py _sample_minibatch)."""
     n_topics = view[6].shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
         # the float scratch, min(K, longest document) entries, serves as doc_cum
         n_dk, doc_topics, topic_slot, doc_cum, _ = document_scratch(n_topics, max_doc_tokens)
         tally = np.zeros(n_topics, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
-        z_saved = np.zeros(max_doc_tokens * samples, np.int32)
         for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
             lo, hi = doc_indptr[d], doc_indptr[d + 1]
             base = token_starts[d] * samples
             top = token_starts[d + 1] * samples
             out_n_pairs[d] = sample_document(
                 entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, mh_steps, doc_seeds[d], view,
-                n_dk, doc_topics, topic_slot, doc_cum, z, z_saved, tally,
+                n_dk, doc_topics, topic_slot, doc_cum, z, out_saved[base:top], tally,
                 out_words[base:top], out_topics[base:top], out_counts[base:top])

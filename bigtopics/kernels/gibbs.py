@@ -244,23 +244,23 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
 @njit(parallel=True)
 def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds,
                       worker_bounds, alpha, burnin, samples, max_doc_tokens, max_row, frozen,
-                      out_words, out_topics, out_counts, out_n_pairs):
+                      out_words, out_topics, out_counts, out_n_pairs, out_saved):
     """Each worker samples a static, contiguous range of documents with its own scratch.
 
-    Document d writes its pairs at offset token_starts[d] * samples, so the output does not
-    depend on the number of workers.
+    Document d writes its pairs, and its saved assignments (samples sweeps of its tokens, sweep
+    by sweep), at offset token_starts[d] * samples, so the output does not depend on the number
+    of workers.
     """
     n_topics = frozen[4].shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
         n_dk, doc_topics, topic_slot, word_cum, word_topic = document_scratch(n_topics, max_row)
         tally = np.zeros(n_topics, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
-        z_saved = np.zeros(max_doc_tokens * samples, np.int32)
         for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
             lo, hi = doc_indptr[d], doc_indptr[d + 1]
             base = token_starts[d] * samples
             top = token_starts[d + 1] * samples
             out_n_pairs[d] = sample_document(
                 entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, doc_seeds[d], frozen,
-                n_dk, doc_topics, topic_slot, z, z_saved, word_cum, word_topic, tally,
+                n_dk, doc_topics, topic_slot, z, out_saved[base:top], word_cum, word_topic, tally,
                 out_words[base:top], out_topics[base:top], out_counts[base:top])

@@ -282,3 +282,37 @@ def gather_rows(words, scale, sort, row_start, row_capacity, row_size, pool_topi
             if sort:
                 _sort_by_topic(out_topics, out_values, indptr[j], indptr[j + 1])
     return indptr, out_topics, out_values
+
+
+@njit(cache=True)
+def take_out(words, topics, counts, segment_starts, segment_sizes, coef, row_start, row_capacity,
+             pool_topics, pool_values, topic_sums, out_slots, out_values):
+    """For the pairs of every segment in order: M[k, w] <- max(M[k, w] - coef * count, 0), and
+    topic_sums[k] less what was removed; pairs at an entry the table lacks are skipped. Records
+    each changed slot and its value before, in order, in out_slots / out_values (put_back
+    undoes them exactly); returns how many were recorded."""
+    n = 0
+    for s in range(segment_starts.shape[0]):
+        for p in range(segment_starts[s], segment_starts[s] + segment_sizes[s]):
+            word = words[p]
+            capacity = row_capacity[word]
+            if capacity == 0:
+                continue
+            slot = _find_slot(pool_topics, row_start[word], capacity, topics[p])
+            if pool_topics[slot] != topics[p]:
+                continue
+            before = pool_values[slot]
+            after = max(before - coef * counts[p], 0.0)
+            out_slots[n] = slot
+            out_values[n] = before
+            n += 1
+            pool_values[slot] = after
+            topic_sums[topics[p]] -= before - after
+    return n
+
+
+@njit(cache=True)
+def put_back(slots, values, pool_values):
+    """Undo take_out: restore the recorded slots' values, newest first."""
+    for i in range(slots.shape[0] - 1, -1, -1):
+        pool_values[slots[i]] = values[i]
