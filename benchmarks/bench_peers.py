@@ -12,9 +12,9 @@ Systems (the peers are the `bench` extra: pip install -e .[bench]):
   bigtopics  Python API (one Trainer, its minibatch loop one epoch at a time); defaults unless
              --bigtopics-option key=value (any TrainSettings field) says otherwise
   tomotopy   tp.LDAModel, collapsed Gibbs, train(1, workers=0) per pass (a pass = one sweep)
-  gensim     LdaMulticore(workers=cores, chunksize=--batch-size), update(corpus) per pass
+  gensim     LdaMulticore(workers=cores, chunksize=--batch-size or 1024), update(corpus) per pass
   sklearn    LatentDirichletAllocation(learning_method="online", n_jobs=-1,
-             batch_size=--batch-size), partial_fit(X) per pass
+             batch_size=--batch-size or 1024), partial_fit(X) per pass
 alpha = --alpha (default 5/K, bigtopics' and MALLET's default) for every system; eta is each library's
 default (printed).
 
@@ -424,7 +424,9 @@ def main() -> None:
                              "(repeatable), e.g. --target 100:-7.6")
     parser.add_argument("--systems", default=",".join(peers.SYSTEMS), help="comma-separated subset")
     parser.add_argument("--alpha", type=float, help="document-topic prior for every system (default 5/K)")
-    parser.add_argument("--batch-size", type=int, default=1024, help="minibatch documents (bigtopics, gensim, sklearn)")
+    parser.add_argument("--batch-size", type=int,
+                        help="minibatch documents (bigtopics, gensim, sklearn; default: bigtopics' own default, "
+                             f"{peers.PEER_BATCH_SIZE} for gensim and sklearn)")
     parser.add_argument("--particles", type=int, default=10, help="left-to-right particles")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bigtopics-option", action="append", default=[], metavar="KEY=VALUE",

@@ -41,6 +41,8 @@ SYSTEMS = ("bigtopics", "tomotopy", "gensim", "sklearn")
 # in float64 for any P[k, w] above ~1e-14 (and never zero, so log p stays finite).
 EVAL_ETA = 1e-30
 ROWS_PER_CHUNK = 64  # topic rows converted at a time when writing a snapshot
+# gensim's chunksize and scikit-learn's batch_size unless --batch-size says otherwise (bigtopics keeps its own)
+PEER_BATCH_SIZE = 1024
 
 
 # -- the split -------------------------------------------------------------------------------
@@ -159,7 +161,7 @@ class BigtopicsSystem:
     def __init__(self, store_path, work: Path, k: int, alpha: float, seed: int, batch_size: int, workers: int,
                  options: dict):
         s = TrainSettings(**{"n_topics": k, "alpha": alpha, "seed": seed, "batch_size": batch_size,
-                             "workers": workers, "epochs": 1_000_000, **options})
+                             "workers": workers, "epochs": 1_000_000, **options})  # batch_size None: its default
         s.validate()
         self.warmup_s = compile_kernels(store_path, s)
         self.trainer = Trainer(store_path, work / "run", s, quiet=True)
@@ -233,7 +235,8 @@ class GensimSystem:
         self.corpus = [list(zip(csr.indices[a:b].tolist(), csr.data[a:b].astype(int).tolist()))
                        for a, b in zip(csr.indptr[:-1], csr.indptr[1:])]
         vocab = open_store(store_path).vocab
-        self.model = LdaMulticore(num_topics=k, id2word=dict(enumerate(vocab)), workers=workers, chunksize=batch_size,
+        self.model = LdaMulticore(num_topics=k, id2word=dict(enumerate(vocab)), workers=workers,
+                                  chunksize=batch_size or PEER_BATCH_SIZE,
                                   passes=1, alpha=alpha, eval_every=None, random_state=seed)
         m = self.model
         self.settings = {"alpha": alpha, "eta": float(m.eta[0]), "workers": workers, "chunksize": m.chunksize,
@@ -258,10 +261,10 @@ class SklearnSystem:
 
         self.X = training_csr(store_path)
         self.model = LatentDirichletAllocation(n_components=k, doc_topic_prior=alpha, learning_method="online",
-                                               batch_size=batch_size, total_samples=self.X.shape[0], n_jobs=-1,
+                                               batch_size=batch_size or PEER_BATCH_SIZE, total_samples=self.X.shape[0], n_jobs=-1,
                                                random_state=seed)
         m = self.model
-        self.settings = {"alpha": alpha, "eta": 1.0 / k, "batch_size": batch_size, "n_jobs": -1,
+        self.settings = {"alpha": alpha, "eta": 1.0 / k, "batch_size": m.batch_size, "n_jobs": -1,
                          "learning_offset": m.learning_offset, "learning_decay": m.learning_decay,
                          "max_doc_update_iter": m.max_doc_update_iter, "mean_change_tol": m.mean_change_tol}
 

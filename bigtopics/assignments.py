@@ -5,10 +5,12 @@ own documents added on their previous visit: N^(-B) = max(N - sum_{d in B} Nhat_
 collapsed Gibbs sampler draws a document against the counts of all the others. Otherwise a
 document revisited over many epochs is drawn towards the topics it already had, and the estimate
 settles short of the collapsed sampler's (benchmarks/RESULTS.md, "Leaving a minibatch's own
-statistics out"). Nhat_d is rebuilt from the `samples` saved sweeps of d's tokens, which this
-file keeps: samples x (corpus tokens) topics of 2 bytes (4 beyond 65,535 topics), memory-mapped,
-in the order of the store's documents. It grows with the corpus, so the option is for corpora
-trained over several epochs; one epoch gains nothing from it.
+statistics out"). Nhat_d averaged the visit's `samples` saved sweeps; its last sweep stands for
+it here (the counts of one draw instead of the average of several: the same held-out scores on
+Reuters at K = 100 and 1000, for a quarter of the disk and memory of keeping every sweep). This
+file keeps that sweep: one topic of 2 bytes (4 beyond 65,534 topics) per corpus token,
+memory-mapped, in the order of the store's documents. It grows with the corpus, so the option is
+for corpora trained over several epochs; one epoch gains nothing from it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .kernels.saved import saved_tallies, store_saved
+from .kernels.saved import saved_tallies, store_last_sweep
 from .local_step import DocumentTallies, Minibatch
 from .store import Store
 from .topic_word import _ArrayFiles
@@ -28,9 +30,9 @@ def topic_dtype(n_topics: int) -> np.dtype:
     return np.dtype(np.uint16 if n_topics < np.iinfo(np.uint16).max else np.uint32)
 
 
-def assignment_bytes(store: Store, n_topics: int, samples: int) -> int:
+def assignment_bytes(store: Store, n_topics: int) -> int:
     """Disk the saved assignments of `store` take (for the up-front resource check)."""
-    return store.n_tokens * samples * topic_dtype(n_topics).itemsize + (store.n_docs + 1) * 8
+    return store.n_tokens * topic_dtype(n_topics).itemsize + (store.n_docs + 1) * 8
 
 
 class SavedAssignments:
@@ -44,7 +46,7 @@ class SavedAssignments:
     def __init__(self, store: Store, n_topics: int, samples: int, directory: str | Path,
                  saved: np.ndarray | None = None):
         self.n_topics = int(n_topics)
-        self.samples = int(samples)
+        self.samples = int(samples)  # the sampler's saved sweeps, of which the last is kept
         self.dtype = topic_dtype(n_topics)
         self.unvisited = np.iinfo(self.dtype).max
         files = _ArrayFiles(directory)
@@ -54,34 +56,37 @@ class SavedAssignments:
             stop = block.start + block.n_docs
             self.token_offsets[block.start + 1: stop + 1] = (self.token_offsets[block.start]
                                                              + np.cumsum(block.doc_lengths))
-        n_slots = int(self.token_offsets[-1]) * self.samples
-        if saved is not None and (saved.dtype != self.dtype or len(saved) != n_slots):
+        n_tokens = int(self.token_offsets[-1])
+        if saved is not None and saved.dtype == self.dtype and len(saved) == n_tokens * self.samples != n_tokens:
+            # a checkpoint of the first version, which kept every saved sweep: keep the last
+            kept = np.empty(n_tokens, self.dtype)
+            store_last_sweep(saved, self.token_offsets, self.samples, kept, self.token_offsets[:-1])
+            saved = kept
+        if saved is not None and (saved.dtype != self.dtype or len(saved) != n_tokens):
             raise ValueError(f"saved assignments of {len(saved)} {saved.dtype} do not fit this store and settings "
-                             f"({n_slots} {self.dtype})")
-        self.topics = files.new("topics", self.dtype, n_slots, saved)
+                             f"({n_tokens} {self.dtype})")
+        self.topics = files.new("topics", self.dtype, n_tokens, saved)
         if saved is None:
             self.topics[:] = self.unvisited
 
     def previous_tallies(self, batch: Minibatch) -> DocumentTallies:
-        """The batch's documents' statistics Nhat_d from their previous visit, per document as
-        the sampler emits them (DocumentTallies, here over word ids); none for a document not
-        visited yet."""
+        """The batch's documents' statistics from their previous visit, as the counts of its last
+        saved sweep, per document as the sampler emits them (DocumentTallies over word ids, one
+        sample); none for a document not visited yet."""
         token_starts = batch.token_starts()
-        total = int(token_starts[-1]) * self.samples
+        total = int(token_starts[-1])
         out_words, out_topics, out_counts = (np.empty(total, np.int32) for _ in range(3))
         out_n_pairs = np.zeros(batch.n_docs, np.int64)
         saved_tallies(batch.indptr, np.asarray(batch.words, np.int32), np.asarray(batch.counts, np.int32),
-                      token_starts, self.topics, self._saved_starts(batch), self.unvisited, self.samples,
+                      token_starts, self.topics, self.token_offsets[batch.doc_numbers], self.unvisited,
                       self.n_topics, out_words, out_topics, out_counts, out_n_pairs)
-        return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1] * self.samples, out_n_pairs,
-                               self.samples)
+        return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1], out_n_pairs, 1)
 
     def record(self, batch: Minibatch, assignments: np.ndarray) -> None:
-        """Keep this visit's saved topics of the batch's documents (DocumentTallies.assignments)."""
-        store_saved(assignments, batch.token_starts(), self.topics, self._saved_starts(batch), self.samples)
-
-    def _saved_starts(self, batch: Minibatch) -> np.ndarray:
-        return self.token_offsets[batch.doc_numbers] * self.samples
+        """Keep the last sweep of this visit's saved sweeps (DocumentTallies.assignments) of the
+        batch's documents."""
+        store_last_sweep(assignments, batch.token_starts(), self.samples, self.topics,
+                         self.token_offsets[batch.doc_numbers])
 
     def state(self) -> dict[str, np.ndarray]:
         return {"saved_assignments": self.topics}

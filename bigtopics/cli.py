@@ -187,13 +187,14 @@ def demo(workdir, n_topics, epochs):
 @click.option("-k", "--topics", "n_topics", type=int, help="Number of topics K.")
 @click.option("--epochs", type=int, help="Passes over the store.  [default: 1]")
 @click.option("--max-docs", type=int, help="Stop after this many documents in all.")
-@click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024]")
+@click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024; 512 with --exclude-own]")
 @click.option("--alpha", type=float, help="Document-topic prior of each topic.  [default: 5/K, as MALLET]")
 @click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
 @click.option("--kappa", type=float, help="Learning-rate decay, rho_t = (tau0 + t)^-kappa.  [default: 0.51]")
 @click.option("--tau0", type=float, help="Learning-rate offset.  [default: 1]")
-@click.option("--burnin", type=int, help="Gibbs sweeps discarded per document (scvb0: burn-in passes).  [default: 3]")
-@click.option("--samples", type=int, help="Gibbs sweeps averaged per document.  [default: 3]")
+@click.option("--burnin", type=int,
+              help="Gibbs sweeps discarded per document (scvb0: burn-in passes).  [default: 3; 4 with --exclude-own]")
+@click.option("--samples", type=int, help="Gibbs sweeps averaged per document.  [default: 3; 4 with --exclude-own]")
 @click.option("--local-step", type=click.Choice(["gibbs", "vb", "lsparse", "scvb0"]),
               help="Per-document inference: gibbs (sparse hybrid Gibbs), vb (Online VB, dense in K), lsparse "
                    "(top-L variational responsibilities), scvb0 (stochastic collapsed VB).  [default: gibbs]")
@@ -206,7 +207,7 @@ def demo(workdir, n_topics, epochs):
 @click.option("--exclude-own/--include-own", default=None,
               help="gibbs: sample each minibatch against the topics without its documents' statistics from their "
                    "previous visit, as a collapsed sampler leaves out the document it draws; keeps each document's "
-                   "assignments on disk (run/assignments/: 2 bytes x samples per token).  [default: on when "
+                   "assignments on disk (run/assignments/: 2 bytes per token).  [default: on when "
                    "--epochs is above 1]")
 @click.option("--mh-steps", type=int,
               help="mh: Metropolis-Hastings steps per token, alternately word and document proposals.  [default: 2]")

@@ -54,6 +54,11 @@ SAMPLERS = ("buckets", "alias", "mh")
 # length), which costs both held-out likelihood and sampler time (benchmarks/RESULTS.md, choosing
 # the defaults).
 ALPHA_SUM = 5.0
+# (batch_size, burnin, samples) when not given, by exclude_own (benchmarks/RESULTS.md, "Choosing
+# the defaults"). A single pass: 1024 documents and 3 + 3 sweeps, ahead of 2 + 2 at every budget
+# and level with 4 + 4 per second. Revisiting documents without their own statistics, 4 + 4
+# sweeps and 512 documents reach a given score sooner and end better at K = 100 and 1000.
+SAMPLING_DEFAULTS = {False: (1024, 3, 3), True: (512, 4, 4)}
 # Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
 TABLE_BYTES_PER_ENTRY = 24
 
@@ -67,9 +72,9 @@ class TrainSettings:
     eta: float | None = None  # None: 0.5 for the paper's geometric Gibbs step, else 0.01 (default_eta)
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0
-    batch_size: int = 1024
-    burnin: int = 3  # 3 + 3 ahead of 2 + 2 at every budget on Reuters (benchmarks/RESULTS.md)
-    samples: int = 3
+    batch_size: int | None = None  # None: from SAMPLING_DEFAULTS
+    burnin: int | None = None  # None: from SAMPLING_DEFAULTS (scvb0: passes per document)
+    samples: int | None = None
     local_step: str = "gibbs"  # gibbs | vb | lsparse | scvb0 (algorithms.md sections 1-4)
     sampler: str = "buckets"  # the Gibbs draw: buckets | alias | mh (kernels/gibbs.py, kernels/alias_gibbs.py)
     beta_estimate: str = "mean"  # gibbs: beta in the conditional, mean | geometric (kernels/frozen.py; README)
@@ -101,6 +106,10 @@ class TrainSettings:
             self.eta = default_eta(self.local_step, self.beta_estimate)
         if self.exclude_own is None:
             self.exclude_own = self.local_step == "gibbs" and self.epochs > 1
+        batch_size, burnin, samples = SAMPLING_DEFAULTS[bool(self.exclude_own)]
+        self.batch_size = batch_size if self.batch_size is None else self.batch_size
+        self.burnin = burnin if self.burnin is None else self.burnin
+        self.samples = samples if self.samples is None else self.samples
 
     def validate(self) -> None:
         checks = [
@@ -235,7 +244,7 @@ def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> Non
             f"{format_bytes(free)} free disk (and {format_bytes(available_bytes())} free memory); "
             "use fewer topics or a smaller vocabulary"
         )
-    saved = assignment_bytes(store, settings.n_topics, settings.samples) if settings.exclude_own else 0
+    saved = assignment_bytes(store, settings.n_topics) if settings.exclude_own else 0
     if saved > free:
         raise ValueError(
             f"exclude-own keeps every document's assignments on disk ({format_bytes(saved)} for this store), "

@@ -102,13 +102,39 @@ def test_saved_assignments_give_back_each_documents_statistics(corpus, tmp_path)
     stats = gibbs_local_step(visited, frozen, visited.doc_seeds(0, 0), alpha=0.1, burnin=1, samples=2)
     assert saved.previous_tallies(visited).sizes.sum() == 0  # nothing saved yet
     saved.record(visited, stats.assignments)
-    assert as_dict(saved.previous_tallies(visited), store.n_words) == as_dict(stats)
+    expected = last_sweep_counts(visited, stats.assignments, samples=2)
+    assert as_dict(saved.previous_tallies(visited), store.n_words) == expected
     # a batch that mixes the visited documents with new ones gives back the visited ones' alone
     mixed = read_documents(store, np.array([0, 3, 17, 18, 100, 250, 599]))
-    assert as_dict(saved.previous_tallies(mixed), store.n_words) == as_dict(stats)
+    assert as_dict(saved.previous_tallies(mixed), store.n_words) == expected
     # the saved topics are kept per store document, whatever batch the document came in
     alone = saved.previous_tallies(read_documents(store, np.array([250])))
-    assert alone.counts[:alone.sizes[0]].sum() == 2 * visited.counts[visited.indptr[3]:visited.indptr[4]].sum()
+    assert alone.counts[:alone.sizes[0]].sum() == visited.counts[visited.indptr[3]:visited.indptr[4]].sum()
+    # a checkpoint of the first version kept every sweep: it opens with the last one
+    every_sweep = np.full(store.n_tokens * 2, saved.unvisited, saved.dtype)
+    starts = saved.token_offsets[visited.doc_numbers] * 2
+    token_starts = visited.token_starts()
+    for d, start in enumerate(starts):
+        n = token_starts[d + 1] - token_starts[d]
+        every_sweep[start:start + 2 * n] = stats.assignments[token_starts[d] * 2:token_starts[d + 1] * 2]
+    reopened = SavedAssignments(store, n_topics=5, samples=2, directory=tmp_path / "old", saved=every_sweep)
+    np.testing.assert_array_equal(reopened.topics, saved.topics)
+
+
+def last_sweep_counts(batch, assignments, samples):
+    """{(word, topic): count} over the batch's documents' last saved sweep (the sampler's layout:
+    samples sweeps of each document's tokens from token_starts[d] * samples; tokens are the
+    entries' words repeated, in entry order)."""
+    out = {}
+    token_starts = batch.token_starts()
+    for d in range(batch.n_docs):
+        lo, hi = batch.indptr[d], batch.indptr[d + 1]
+        tokens = np.repeat(batch.words[lo:hi], batch.counts[lo:hi])
+        n = len(tokens)
+        last = assignments[token_starts[d] * samples + (samples - 1) * n:][:n]
+        for word, topic in zip(tokens.tolist(), last.tolist()):
+            out[(word, topic)] = out.get((word, topic), 0.0) + 1.0
+    return out
 
 
 def as_dict(stats, n_words=None):
@@ -129,6 +155,19 @@ def test_exclude_own_is_on_for_runs_of_several_epochs_of_gibbs():
         TrainSettings(n_topics=5, local_step="vb", exclude_own=True).validate()
 
 
+def test_minibatch_size_and_sweeps_default_by_exclude_own_and_given_values_win():
+    def sampling(**given):
+        s = TrainSettings(n_topics=5, **given)
+        return s.batch_size, s.burnin, s.samples
+
+    assert sampling(epochs=1) == (1024, 3, 3)
+    assert sampling(epochs=3) == (512, 4, 4)
+    assert sampling(epochs=3, exclude_own=False) == (1024, 3, 3)
+    assert sampling(epochs=1, exclude_own=True) == (512, 4, 4)
+    assert sampling(epochs=3, local_step="scvb0") == (1024, 3, 3)
+    assert sampling(epochs=3, batch_size=100, burnin=0, samples=2) == (100, 0, 2)
+
+
 def test_a_run_from_before_the_option_resumes_without_it(corpus, tmp_path):
     run = tmp_path / "run"
     train(corpus, run, TrainSettings(n_topics=5, epochs=2, max_docs=300, batch_size=100, exclude_own=False), quiet=True)
@@ -142,10 +181,11 @@ def test_a_run_from_before_the_option_resumes_without_it(corpus, tmp_path):
 
 def test_a_run_with_exclude_own_keeps_the_assignments_in_its_checkpoints(corpus, tmp_path):
     run = tmp_path / "run"
-    train(corpus, run, TrainSettings(n_topics=5, epochs=2, batch_size=200, checkpoint_every="2"), quiet=True)
+    settings = TrainSettings(n_topics=5, epochs=2, batch_size=200, checkpoint_every="2")
+    train(corpus, run, settings, quiet=True)
     from bigtopics.checkpoints import load_latest_checkpoint
 
     _, arrays, _ = load_latest_checkpoint(run)
     saved = arrays["saved_assignments"]
-    assert saved.dtype == np.uint16 and len(saved) == open_store(corpus).n_tokens * 3
+    assert saved.dtype == np.uint16 and len(saved) == open_store(corpus).n_tokens
     assert np.all(saved < 5)  # every document visited, every slot a topic
