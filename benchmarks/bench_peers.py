@@ -25,7 +25,8 @@ outside the timed region; afterwards every snapshot is scored: held-out log-like
 UMass coherence of the top 10 words on the training store. Memory is the peak of the summed PSS
 of the child's process tree (gensim's and scikit-learn's worker processes count), polled every
 0.2 s, while the system prepares and trains: the harness's own snapshot conversion (a dense K x V
-p(w | k)) is reported apart, as no user's run makes one.
+p(w | k)) is reported apart, as no user's run makes one. A child loads only numpy and its own
+library (benchmarks/systems.py): a peer's memory is what its users would see.
 
 Two comparisons per K: equal passes (--passes) and time to quality (the cumulative training time
 at which a system's snapshot first reaches the best peer's final score, or --target; and every
@@ -38,7 +39,6 @@ import argparse
 import dataclasses
 import datetime
 import importlib.util
-import itertools
 import json
 import os
 import platform
@@ -54,7 +54,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402  (benchmarks/peers.py, beside this file)
-from bigtopics.memory import release_free_memory  # noqa: E402
+import systems  # noqa: E402
 from bigtopics.trainer import ALPHA_SUM  # noqa: E402
 
 REUTERS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "reuters21578" / "docs.jsonl.gz"
@@ -65,55 +65,7 @@ HARNESS_SETTINGS = ("n_topics", "epochs", "max_docs", "heldout", "heldout_every"
                     "keep_checkpoints")
 
 
-# -- the child: one system at one K ------------------------------------------------------------
-def child(spec: dict) -> None:
-    """Train one system pass by pass, appending one JSON line per event to spec['log']."""
-    work = Path(spec["work"])
-
-    def log(record: dict) -> None:
-        with open(spec["log"], "a") as f:
-            f.write(json.dumps(record) + "\n")
-
-    phase = Path(spec["phase"])
-    marks = itertools.count(1)
-
-    def mark(name: str) -> None:
-        write_phase(phase, next(marks), name)
-
-    mark("train")  # preparing (corpus conversion, numba's compilation) counts as training memory
-
-    start = time.perf_counter()
-    system = peers.SYSTEM_CLASSES[spec["system"]](spec["store"], work, spec["k"], spec["alpha"], spec["seed"],
-                                                 spec["batch_size"], spec["workers"], spec["options"])
-    log({"event": "ready", "prepare_s": time.perf_counter() - start, "settings": system.settings,
-         "version": peers.library_version(spec["system"])})
-    seconds, stopped = 0.0, f"reached --max-passes {spec['max_passes']}"
-    for p in range(1, spec["max_passes"] + 1):
-        t0 = time.perf_counter()
-        system.train_pass()
-        pass_s = time.perf_counter() - t0
-        seconds += pass_s
-        last = p == spec["max_passes"] or seconds + pass_s > spec["max_seconds"]
-        snapshot = None
-        if last or p in spec["snapshot_passes"]:
-            snapshot = str(work / f"p{p:04d}.f32")
-            mark("snapshot")
-            peers.write_snapshot(system, Path(snapshot))
-            release_free_memory()  # freed is not yet returned: the next polls must not see the rows
-            mark("train")
-        record = {"event": "pass", "pass": p, "seconds": seconds, "pass_s": pass_s, "snapshot": snapshot}
-        log(record)
-        if last:
-            if p < spec["max_passes"]:
-                stopped = (f"stopped after pass {p}: another pass (~{pass_s:.0f} s) would pass "
-                           f"--max-train-seconds {spec['max_seconds']:.0f}")
-            break
-    import resource
-
-    log({"event": "done", "stopped": stopped,
-         "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
-
-
+# -- watching a child (benchmarks/systems.py) --------------------------------------------------
 def tree_memory(proc) -> int:
     """Summed PSS (RSS where PSS is unreadable) of a process and its descendants, in bytes."""
     import psutil
@@ -128,13 +80,6 @@ def tree_memory(proc) -> int:
         except psutil.NoSuchProcess:
             pass
     return total
-
-
-def write_phase(path: Path, sequence: int, name: str) -> None:
-    """Tell the parent which phase the memory it polls belongs to (see watch_memory), atomically."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{sequence} {name}")
-    os.replace(tmp, path)
 
 
 def read_phase(path: Path) -> str | None:
@@ -185,7 +130,7 @@ def run_child(spec: dict, hard_limit_s: float) -> dict:
     phase.unlink(missing_ok=True)
     output = Path(spec["log"]).with_suffix(".out")  # a file, not a pipe: a chatty child never blocks
     with open(output, "w") as out:
-        proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=out, stderr=out)
+        proc = subprocess.Popen([sys.executable, systems.__file__, json.dumps(spec)], stdout=out, stderr=out)
     peak, train_peak, killed = watch_memory(proc, phase, hard_limit_s)
     stderr = output.read_text(errors="replace")
     records = [json.loads(line) for line in Path(spec["log"]).read_text().splitlines()] \
@@ -216,6 +161,23 @@ def snapshot_schedule(passes: list[int], max_passes: int) -> list[int]:
         p = max(p + 1, round(p * 1.1))
         schedule.add(p)
     return sorted(x for x in schedule if x <= max_passes)
+
+
+def cpu_times() -> tuple[int, int] | None:
+    """(steal, total) CPU time of the machine so far, in clock ticks, from Linux's /proc/stat; None
+    elsewhere. Steal is time a virtual machine's host gave this machine's CPUs to someone else."""
+    try:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return ticks[7], sum(ticks)  # user nice system idle iowait irq softirq steal
+
+
+def steal_percent(before, after) -> float | None:
+    """The share of CPU time stolen between two cpu_times() readings, in percent."""
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
 
 
 def alpha_for(k: int, args) -> float:
@@ -264,7 +226,7 @@ def machine_description() -> dict:
 def versions() -> dict:
     import numba
 
-    out = {"numpy": np.__version__, "numba": numba.__version__, "bigtopics": peers.library_version("bigtopics")}
+    out = {"numpy": np.__version__, "numba": numba.__version__, "bigtopics": systems.library_version("bigtopics")}
     try:
         rev = subprocess.run(["git", "-C", str(Path(__file__).parent), "describe", "--always", "--dirty"],
                              capture_output=True, text=True, timeout=10).stdout.strip()
@@ -272,7 +234,7 @@ def versions() -> dict:
     except (OSError, subprocess.SubprocessError):
         pass
     for system in PEER_MODULES:
-        out[system] = peers.library_version(system)
+        out[system] = systems.library_version(system)
     out["scipy"] = __import__("scipy").__version__ if importlib.util.find_spec("scipy") else "missing"
     return out
 
@@ -422,38 +384,34 @@ def main() -> None:
     parser.add_argument("--target", action="append", default=[], metavar="[K:]LOGLIK",
                         help="a fixed held-out log-likelihood per token to reach, at every K or at K only "
                              "(repeatable), e.g. --target 100:-7.6")
-    parser.add_argument("--systems", default=",".join(peers.SYSTEMS), help="comma-separated subset")
+    parser.add_argument("--systems", default=",".join(systems.SYSTEMS), help="comma-separated subset")
     parser.add_argument("--alpha", type=float, help="document-topic prior for every system (default 5/K)")
     parser.add_argument("--batch-size", type=int,
                         help="minibatch documents (bigtopics, gensim, sklearn; default: bigtopics' own default, "
-                             f"{peers.PEER_BATCH_SIZE} for gensim and sklearn)")
+                             f"{systems.PEER_BATCH_SIZE} for gensim and sklearn)")
     parser.add_argument("--particles", type=int, default=10, help="left-to-right particles")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bigtopics-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a TrainSettings field for bigtopics, e.g. sampler=mh (repeatable)")
     parser.add_argument("--json", help="write all figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the snapshots and runs (in --cache)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        child(json.loads(args.child))
-        return
     try:
         args.passes = sorted({int(p) for p in args.passes.split(",")})
         if args.passes[0] < 1:
             raise ValueError("--passes must be positive integers")
-        systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-        unknown = [s for s in systems if s not in peers.SYSTEMS]
+        chosen = [s.strip() for s in args.systems.split(",") if s.strip()]
+        unknown = [s for s in chosen if s not in systems.SYSTEMS]
         if unknown:
-            raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(peers.SYSTEMS)}")
+            raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(systems.SYSTEMS)}")
         options = parse_options(args.bigtopics_option)
         targets_for(0, args.target)
     except ValueError as e:
         parser.exit(2, f"error: {e}\n")
-    missing = [s for s in systems if s in PEER_MODULES and importlib.util.find_spec(PEER_MODULES[s]) is None]
+    missing = [s for s in chosen if s in PEER_MODULES and importlib.util.find_spec(PEER_MODULES[s]) is None]
     for s in missing:
         print(f"skipping {s}: not installed (pip install -e .[bench])")
-    systems = [s for s in systems if s not in missing]
+    chosen = [s for s in chosen if s not in missing]
     ks = args.k or [100, 1000]
     max_passes = max(args.max_passes, max(args.passes))
     cache = Path(args.cache)
@@ -464,27 +422,31 @@ def main() -> None:
     train_store, heldout_path = peers.prepare_split(store, args.heldout_docs, args.seed, cache)
     heldout, unseen = peers.load_heldout(heldout_path)
     tstore = peers.open_store(train_store)
+    corpus = peers.peer_corpus(train_store)
     work = Path(tempfile.mkdtemp(prefix="peers-", dir=cache))
     cores = os.cpu_count() or 1
     runs = []
     try:
         for k in ks:
-            for system in systems:
-                spec = {"system": system, "store": str(train_store), "work": str(work / f"{system}-k{k}"), "k": k,
+            for system in chosen:
+                spec = {"system": system, "store": str(train_store), "corpus": str(corpus), "work": str(work / f"{system}-k{k}"), "k": k,
                         "alpha": alpha_for(k, args), "seed": args.seed, "batch_size": args.batch_size, "workers": cores,
                         "options": options if system == "bigtopics" else {}, "max_passes": max_passes,
                         "snapshot_passes": snapshot_schedule(args.passes, max_passes),
                         "max_seconds": args.max_train_seconds, "log": str(work / f"{system}-k{k}.jsonl"),
                         "phase": str(work / f"{system}-k{k}.phase")}
                 Path(spec["work"]).mkdir(parents=True)
+                ticks = cpu_times()
                 run = run_child(spec, hard_limit_s=max(4 * args.max_train_seconds, args.max_train_seconds + 600))
-                run.update(system=system, k=k)
+                run.update(system=system, k=k, cpu_steal_percent=steal_percent(ticks, cpu_times()))
                 runs.append(run)
                 last = run["passes"][-1] if run["passes"] else None
                 print(f"trained {system:9s} K={k:<5d} "
                       + (f"{last['pass']} passes in {last['seconds']:.1f} s" if last else "no pass")
                       + f", peak {mib(run['peak_train_mem_mib'])} MiB training, {mib(run['peak_mem_mib'])} MiB "
-                      f"with the harness's snapshots; {run.get('stopped', '')}", flush=True)
+                      f"with the harness's snapshots; {run.get('stopped', '')}"
+                      + ("" if run["cpu_steal_percent"] is None else f"; CPU steal {run['cpu_steal_percent']:.0f}%"),
+                      flush=True)
         print("scoring every snapshot with the one evaluator", flush=True)
         eval_start = time.perf_counter()
         evaluate_runs(runs, heldout, train_store, args)
@@ -499,6 +461,9 @@ def main() -> None:
         f"{machine['ram_gib']} GiB, Python {machine['python']}",
         f"load average (1, 5, 15 min): {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} at start, "
         + " ".join(f"{x:.2f}" for x in os.getloadavg()) + " at end (above ~0.5 the machine was not quiet)",
+        "CPU steal while training (the VM's host giving these cores to others; above a few % the times are not "
+        "comparable): " + ", ".join(f"{r['system']} K={r['k']} " + ("n/a" if r["cpu_steal_percent"] is None
+                                    else f"{r['cpu_steal_percent']:.0f}%") for r in runs),
         "versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
         f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}",
         f"corpus: {store} -> training store {train_store}: {tstore.n_docs:,} documents, {tstore.n_tokens:,} tokens, "

@@ -52,7 +52,7 @@ def timed_child(run: str, workers: int, docs: int) -> dict:
     """Resume a copy of the warm run with `workers` threads for `docs` more documents."""
     from bigtopics.memory import peak_rss_bytes
     from bigtopics.trainer import Trainer
-    from peers import compile_kernels
+    from systems import compile_kernels
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "run"

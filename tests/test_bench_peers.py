@@ -18,6 +18,7 @@ from bigtopics.store import StoreWriter, open_store  # noqa: E402
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 import peers  # noqa: E402
+import systems  # noqa: E402
 
 
 def write_clustered_store(path, n_docs=150, seed=0):
@@ -74,8 +75,11 @@ def test_split_trains_on_the_complement_over_the_training_vocabulary(tmp_path):
     assert ("w36" in vocab) == (0 not in held_ids)  # a word only held-out documents use is not trained on
     if 0 in held_ids:
         assert unseen == 2
-    csr = peers.training_csr(train_path)
-    assert csr.shape == (len(expected), len(vocab)) and csr.sum() == train.n_tokens
+    csr, corpus_vocab = systems.training_csr(peers.peer_corpus(train_path))  # what the peers train on
+    assert csr.shape == (len(expected), len(vocab)) and csr.sum() == train.n_tokens and corpus_vocab == vocab
+    first = next(train.iter_blocks())
+    words, counts = first.row(0)
+    assert csr[0].indices.tolist() == words.tolist() and csr[0].data.tolist() == counts.tolist()
     assert heldout.words.max() < len(vocab)
 
 
@@ -92,7 +96,7 @@ def test_bench_peers_runs_every_system_on_a_tiny_store(tmp_path):
         assert expected in result.stdout
     figures = json.loads(out.read_text())
     runs = {r["system"]: r for r in figures["runs"]}
-    assert set(runs) == set(peers.SYSTEMS)
+    assert set(runs) == set(systems.SYSTEMS)
     uniform = -math.log(open_store(next(tmp_path.glob("*-train.zarr"))).n_words)
     for name, run in runs.items():
         assert [r["pass"] for r in run["passes"]] == [1, 2], name
@@ -102,6 +106,8 @@ def test_bench_peers_runs_every_system_on_a_tiny_store(tmp_path):
         # 3 well-separated topics: every system must predict held-out words better than uniform
         assert uniform < final["heldout_loglik"] < 0, name
         assert np.isfinite(final["coherence"])
+        # a peer's process is what its users run: no numba, zarr or bigtopics loaded for it
+        assert run["harness_modules"] == (["bigtopics", "numba", "zarr"] if name == "bigtopics" else []), name
     assert runs["bigtopics"]["settings"]["burnin"] == 1
     assert runs["bigtopics"]["peak_train_mem_mib"] > 10  # seconds of compiling: polled in the train phase
     assert not list(tmp_path.glob("peers-*"))  # the snapshots are removed

@@ -65,7 +65,7 @@ PHASED_CHILD = """
 import sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from bench_peers import write_phase
+from systems import write_phase
 from pathlib import Path
 phase = Path(sys.argv[2])
 write_phase(phase, 1, "train")
