@@ -88,3 +88,16 @@ def test_bench_peers_leaves_snapshot_memory_out_of_the_training_peak(tmp_path):
     assert proc.returncode == 0 and not killed
     assert peak > 400 * 2**20
     assert 0 < train_peak < peak - 300 * 2**20
+
+
+def test_steal_percent_is_the_stolen_share_of_the_ticks_between_two_readings():
+    sys.path.insert(0, str(BENCHMARKS))
+    from bench_peers import cpu_times, steal_percent
+
+    assert steal_percent((10, 1000), (60, 1500)) == 10.0
+    assert steal_percent((10, 1000), (10, 1000)) is None  # no time passed
+    assert steal_percent(None, (10, 1000)) is None  # not Linux
+    now = cpu_times()
+    if now is not None:
+        assert 0 <= now[0] <= now[1]
+

@@ -12,7 +12,7 @@ from bigtopics.minibatches import read_documents
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.topic_word import TopicWordTable
-from bigtopics.trainer import TrainSettings, resume, train
+from bigtopics.trainer import SAMPLING_DEFAULTS, TrainSettings, resume, train
 
 from . import naive
 from .test_topic_word import assert_same_state
@@ -160,12 +160,15 @@ def test_minibatch_size_and_sweeps_default_by_exclude_own_and_given_values_win()
         s = TrainSettings(n_topics=5, **given)
         return s.batch_size, s.burnin, s.samples
 
-    assert sampling(epochs=1) == (1024, 3, 3)
-    assert sampling(epochs=3) == (512, 4, 4)
-    assert sampling(epochs=3, exclude_own=False) == (1024, 3, 3)
-    assert sampling(epochs=1, exclude_own=True) == (512, 4, 4)
-    assert sampling(epochs=3, local_step="scvb0") == (1024, 3, 3)
+    one_visit, revisits = SAMPLING_DEFAULTS[False], SAMPLING_DEFAULTS[True]
+    assert one_visit != revisits
+    assert sampling(epochs=1) == one_visit
+    assert sampling(epochs=3) == revisits
+    assert sampling(epochs=3, exclude_own=False) == one_visit
+    assert sampling(epochs=1, exclude_own=True) == revisits
+    assert sampling(epochs=3, local_step="scvb0") == one_visit
     assert sampling(epochs=3, batch_size=100, burnin=0, samples=2) == (100, 0, 2)
+    assert sampling(epochs=3, burnin=0) == (revisits[0], 0, revisits[2])  # each one given wins alone
 
 
 def test_a_run_from_before_the_option_resumes_without_it(corpus, tmp_path):
@@ -181,8 +184,7 @@ def test_a_run_from_before_the_option_resumes_without_it(corpus, tmp_path):
 
 def test_a_run_with_exclude_own_keeps_the_assignments_in_its_checkpoints(corpus, tmp_path):
     run = tmp_path / "run"
-    settings = TrainSettings(n_topics=5, epochs=2, batch_size=200, checkpoint_every="2")
-    train(corpus, run, settings, quiet=True)
+    train(corpus, run, TrainSettings(n_topics=5, epochs=2, batch_size=200, checkpoint_every="2"), quiet=True)
     from bigtopics.checkpoints import load_latest_checkpoint
 
     _, arrays, _ = load_latest_checkpoint(run)
