@@ -118,7 +118,8 @@ def watch_memory(proc: subprocess.Popen, phase: Path, hard_limit_s: float) -> tu
                     pass
             killed = True
             break
-        time.sleep(POLL_SECONDS)
+        # densely at first: a peer on a tiny store can import, train and exit within one interval
+        time.sleep(min(POLL_SECONDS, 0.01 + (time.monotonic() - start) / 10))
     proc.wait()
     return peak, train_peak, killed
 

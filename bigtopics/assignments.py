@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from .kernels.saved import saved_tallies, store_last_sweep
-from .local_step import DocumentTallies, Minibatch
+from .kernels.sparse_stats import merge_pairs
+from .local_step import Minibatch, SparseStats, local_ids
 from .store import Store
 from .topic_word import _ArrayFiles
 
@@ -38,7 +39,7 @@ def assignment_bytes(store: Store, n_topics: int) -> int:
 class SavedAssignments:
     """The saved topics of every document of a store (see the module docstring).
 
-    `previous_tallies(batch)` gives the statistics the batch's documents added on their previous
+    `previous_stats(batch)` gives the statistics the batch's documents added on their previous
     visit (none for a document not seen yet); `record(batch, assignments)` replaces them with
     this visit's. `state()` / the `saved` argument carry them through checkpoints.
     """
@@ -69,18 +70,21 @@ class SavedAssignments:
         if saved is None:
             self.topics[:] = self.unvisited
 
-    def previous_tallies(self, batch: Minibatch) -> DocumentTallies:
-        """The batch's documents' statistics from their previous visit, as the counts of its last
-        saved sweep, per document as the sampler emits them (DocumentTallies over word ids, one
-        sample); none for a document not visited yet."""
+    def previous_stats(self, batch: Minibatch) -> SparseStats:
+        """The statistics the batch's documents added on their previous visit, as the counts of
+        its last saved sweep per (word id, topic), each pair once (kernels/sparse_stats.py);
+        none for a document not visited yet."""
         token_starts = batch.token_starts()
         total = int(token_starts[-1])
+        words = batch.distinct_words()
         out_words, out_topics, out_counts = (np.empty(total, np.int32) for _ in range(3))
         out_n_pairs = np.zeros(batch.n_docs, np.int64)
-        saved_tallies(batch.indptr, np.asarray(batch.words, np.int32), np.asarray(batch.counts, np.int32),
+        saved_tallies(batch.indptr, local_ids(words, batch.words), np.asarray(batch.counts, np.int32),
                       token_starts, self.topics, self.token_offsets[batch.doc_numbers], self.unvisited,
                       self.n_topics, out_words, out_topics, out_counts, out_n_pairs)
-        return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1], out_n_pairs, 1)
+        local, topics, counts = merge_pairs(out_words, out_topics, out_counts, token_starts[:-1], out_n_pairs,
+                                            len(words), self.n_topics)
+        return SparseStats(words[local], topics, counts.astype(np.float64))
 
     def record(self, batch: Minibatch, assignments: np.ndarray) -> None:
         """Keep the last sweep of this visit's saved sweeps (DocumentTallies.assignments) of the

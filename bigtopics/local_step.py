@@ -29,6 +29,9 @@ class Minibatch:
     indptr: np.ndarray  # int64 (n_docs + 1,)
     words: np.ndarray  # word ids of the entries
     counts: np.ndarray  # counts of the entries
+    # computed on first use (token_starts, distinct_words): several steps of a minibatch ask
+    _token_starts: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _distinct_words: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_docs(self) -> int:
@@ -40,15 +43,18 @@ class Minibatch:
 
     def token_starts(self) -> np.ndarray:
         """Where each document's tokens start in the batch's token order (entries' words
-        repeated by their counts), int64 (n_docs + 1,)."""
-        entry_tokens = np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)])
-        return entry_tokens[self.indptr]
+        repeated by their counts), int64 (n_docs + 1,); computed once."""
+        if self._token_starts is None:
+            entry_tokens = np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)])
+            self._token_starts = entry_tokens[self.indptr]
+        return self._token_starts
 
     def distinct_words(self) -> np.ndarray:
-        """The batch's word ids, each once, ascending (O(entries + largest id), no sort)."""
-        if len(self.words) == 0:
-            return np.zeros(0, np.int64)
-        return np.flatnonzero(np.bincount(self.words)).astype(np.int64)
+        """The batch's word ids, each once, ascending (O(entries + largest id), no sort; computed once)."""
+        if self._distinct_words is None:
+            self._distinct_words = (np.flatnonzero(np.bincount(self.words)).astype(np.int64) if len(self.words)
+                                    else np.zeros(0, np.int64))
+        return self._distinct_words
 
     def doc_seeds(self, seed: int, epoch: int) -> np.ndarray:
         """One random stream per document, fixed by (seed, epoch, document number)."""
@@ -144,11 +150,16 @@ class FrozenTopics:
 
     def local_ids(self, words: np.ndarray) -> np.ndarray:
         """The row of each of the given word ids (all must be among `self.words`), as int32."""
-        if len(self.words) == 0:
-            return np.zeros(len(words), np.int32)
-        row_of = np.zeros(int(self.words[-1]) + 1, np.int32)
-        row_of[self.words] = np.arange(len(self.words), dtype=np.int32)
-        return row_of[words]
+        return local_ids(self.words, words)
+
+
+def local_ids(distinct_words: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """The position of each of `words` in `distinct_words` (ascending; must hold them all), int32."""
+    if len(distinct_words) == 0:
+        return np.zeros(len(words), np.int32)
+    row_of = np.zeros(int(distinct_words[-1]) + 1, np.int32)
+    row_of[distinct_words] = np.arange(len(distinct_words), dtype=np.int32)
+    return row_of[words]
 
 
 def _smoothing(topic_totals, eta: float, n_words: int, estimate: str) -> tuple[np.ndarray, np.ndarray]:

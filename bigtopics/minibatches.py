@@ -88,11 +88,11 @@ class MinibatchStream:
                 window_docs = _concat(carry, window_docs)
             for i in range(n_full):
                 if emitted >= skip:
-                    yield _slice(window_docs, i * self.batch_size, (i + 1) * self.batch_size)
+                    yield _prepared(_slice(window_docs, i * self.batch_size, (i + 1) * self.batch_size))
                 emitted += 1
             carry = _slice(window_docs, n_full * self.batch_size, window_docs.n_docs)
         if carry is not None and carry.n_docs and emitted >= skip:
-            yield carry
+            yield _prepared(carry)
 
     def _read_window(self, blocks, step, keep):
         parts = [self.store.read_docs(b, b + step) for b in blocks]
@@ -122,6 +122,14 @@ def read_documents(store: Store, doc_numbers: np.ndarray) -> Minibatch:
     words = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     counts = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
     return Minibatch(doc_numbers, indptr, words, counts)
+
+
+def _prepared(batch: Minibatch) -> Minibatch:
+    """The batch with what every training step asks of it already computed, here in the
+    read-ahead thread rather than between the sampler's parallel sections."""
+    batch.token_starts()
+    batch.distinct_words()
+    return batch
 
 
 def _unread(n_docs: int) -> Minibatch:

@@ -225,18 +225,17 @@ class TopicWordTable:
     def without(self, own):
         """The table with the statistics `own` taken out, N <- max(N - own, 0) entry by entry and
         the topic totals less what was removed, until the block ends; then exactly as before.
-        `own` is a DocumentTallies over word ids (assignments.SavedAssignments.previous_tallies):
-        statistics N holds, count / samples per (word, topic), in per-document segments."""
-        n_pairs = int(own.sizes.sum())
+        `own` is a SparseStats of distinct (word id, topic) pairs, statistics N holds
+        (assignments.SavedAssignments.previous_stats)."""
+        n_pairs = len(own.words)
         slots, values = np.empty(n_pairs, np.int64), np.empty(n_pairs, np.float64)
         topic_sums = self._topic_sums.copy()
-        n = take_out(own.words, own.topics, own.counts, own.starts, own.sizes, 1.0 / (own.samples * self.pi),
-                     self._row_start, self._row_capacity, self._pool_topics, self._pool_values, self._topic_sums,
-                     slots, values)
+        take_out(own.words, own.topics, own.values / self.pi, self._row_start, self._row_capacity,
+                 self._pool_topics, self._pool_values, self._topic_sums, slots, values)
         try:
             yield self
         finally:
-            put_back(slots[:n], values[:n], self._pool_values)
+            put_back(slots, values, self._pool_values)
             self._topic_sums[:] = topic_sums
 
     # -- persistence -----------------------------------------------------------------------

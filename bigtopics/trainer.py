@@ -192,7 +192,7 @@ def local_step(s: TrainSettings, table: TopicWordTable, batch, epoch: int,
     words = batch.distinct_words()
     seeds = batch.doc_seeds(s.seed, epoch)
     if s.local_step == "gibbs":
-        with table.without(saved.previous_tallies(batch)) if saved is not None else nullcontext():
+        with table.without(saved.previous_stats(batch)) if saved is not None else nullcontext():
             frozen = FrozenTopics.from_table(table, words, s.eta, s.beta_estimate)
             stats = gibbs_local_step(batch, frozen, seeds, alpha=s.alpha, burnin=s.burnin, samples=s.samples,
                                      sampler=s.sampler, mh_steps=s.mh_steps, n_workers=s.n_workers)

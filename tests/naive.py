@@ -261,3 +261,16 @@ def even_ranges(item_work: np.ndarray, n_ranges: int) -> np.ndarray:
     starts = [next(i for i in range(len(preceding)) if preceding[i] >= total * r / n_ranges)
               for r in range(1, n_ranges)]
     return np.array([0, *starts, len(item_work)])
+
+
+def merge_pairs(words, topics, values, segment_starts, segment_sizes):
+    """Sum values of equal (word, topic) pairs, segment by segment: (words, topics, values) with
+    words ascending and, within a word, topics in the order first met."""
+    sums = {}
+    for start, size in zip(segment_starts, segment_sizes):
+        for p in range(start, start + size):
+            key = (int(words[p]), int(topics[p]))
+            sums[key] = sums[key] + values[p] if key in sums else values[p]
+    keys = sorted(sums, key=lambda key: key[0])  # stable: first-met order within a word
+    return (np.array([w for w, _ in keys], np.int64), np.array([k for _, k in keys], np.int64),
+            np.array([sums[key] for key in keys], np.asarray(values).dtype))

@@ -1,5 +1,6 @@
 """The sparse Gibbs local step against dense references."""
 
+import numba
 import numpy as np
 import pytest
 
@@ -137,17 +138,20 @@ def test_result_does_not_depend_on_the_number_of_workers():
     assert not np.array_equal(results[0].topics, different_seed.topics)
 
 
-def test_merge_pairs_sums_like_a_dictionary():
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
+def test_merge_pairs_equals_the_serial_sum_with_any_number_of_threads(dtype):
     rng = np.random.default_rng(5)
-    words = rng.integers(0, 6, 500).astype(np.int32)
-    topics = rng.integers(0, 4, 500).astype(np.int32)
-    values = rng.integers(1, 9, 500).astype(np.int32)
-    starts = np.array([0, 100, 250, 400])
-    sizes = np.array([80, 150, 100, 100])
-    expected = {}
-    for s, n in zip(starts, sizes):
-        for p in range(s, s + n):
-            expected[(words[p], topics[p])] = expected.get((words[p], topics[p]), 0) + values[p]
-    w, k, v = merge_pairs(words, topics, values, starts, sizes, 6, 4)
-    assert dict(zip(zip(w.tolist(), k.tolist()), v.tolist())) == expected
-    assert np.all(np.diff(w) >= 0)
+    words = rng.integers(0, 40, 6000).astype(np.int32)
+    topics = rng.integers(0, 7, 6000).astype(np.int32)
+    values = (rng.integers(1, 9, 6000) if dtype == np.int32 else rng.random(6000) * 1e3).astype(dtype)
+    sizes = rng.integers(0, 90, 60)  # segments with gaps between them, some empty
+    starts = np.cumsum(np.concatenate([[0], sizes[:-1] + 2]))
+    expected = naive.merge_pairs(words, topics, values, starts, sizes)
+    before = numba.get_num_threads()
+    try:
+        for threads in range(1, numba.config.NUMBA_NUM_THREADS + 1):
+            numba.set_num_threads(threads)
+            for got, want in zip(merge_pairs(words, topics, values, starts, sizes, 40, 7), expected):
+                np.testing.assert_array_equal(got, want)  # bit for bit: sums in segment order
+    finally:
+        numba.set_num_threads(before)

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from bigtopics.assignments import SavedAssignments
-from bigtopics.kernels.sparse_stats import merge_pairs
-from bigtopics.local_step import DocumentTallies, FrozenTopics, SparseStats, gibbs_local_step
+from bigtopics.local_step import FrozenTopics, SparseStats, gibbs_local_step
 from bigtopics.minibatches import read_documents
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
@@ -27,18 +26,10 @@ def corpus(tmp_path_factory):
     return path
 
 
-def tallies_of(dense_own, samples, rng):
-    """dense_own (K x V, multiples of 1 / samples) as DocumentTallies over word ids, cut into a
-    few document segments with repeated pairs, as saved assignments give them."""
+def own_stats(dense_own):
+    """dense_own (K x V) as SparseStats over word ids, each pair once, as saved assignments give them."""
     k, w = np.nonzero(dense_own)
-    counts = np.round(dense_own[k, w] * samples).astype(np.int64)
-    halves = rng.integers(0, counts + 1)  # each pair split over two segments
-    words = np.concatenate([w, w]).astype(np.int32)
-    topics = np.concatenate([k, k]).astype(np.int32)
-    split = np.concatenate([halves, counts - halves]).astype(np.int32)
-    order = rng.permutation(len(words))
-    return DocumentTallies(words[order], topics[order], split[order], np.array([0, len(words) // 2]),
-                           np.array([len(words) // 2, len(words) - len(words) // 2]), samples)
+    return SparseStats(w.astype(np.int64), k.astype(np.int64), dense_own[k, w])
 
 
 def lazy_table(rng, n_topics, n_words):
@@ -75,7 +66,7 @@ def test_a_table_without_own_statistics_is_the_clipped_difference_then_exactly_a
     own[0, :5] = 2.0
     before = table.state()
     expected = np.maximum(dense - own, 0)
-    with table.without(tallies_of(own, samples, rng)):
+    with table.without(own_stats(own)):
         np.testing.assert_allclose(dense_of(table), expected, atol=1e-9)
         np.testing.assert_allclose(table.topic_totals(), expected.sum(1), rtol=1e-12)
         words = np.arange(3, 35)
@@ -100,16 +91,16 @@ def test_saved_assignments_give_back_each_documents_statistics(corpus, tmp_path)
     visited = read_documents(store, np.array([3, 17, 18, 250, 599]))
     frozen = FrozenTopics.from_table(table, visited.distinct_words(), 0.05)
     stats = gibbs_local_step(visited, frozen, visited.doc_seeds(0, 0), alpha=0.1, burnin=1, samples=2)
-    assert saved.previous_tallies(visited).sizes.sum() == 0  # nothing saved yet
+    assert len(saved.previous_stats(visited).words) == 0  # nothing saved yet
     saved.record(visited, stats.assignments)
     expected = last_sweep_counts(visited, stats.assignments, samples=2)
-    assert as_dict(saved.previous_tallies(visited), store.n_words) == expected
+    assert as_dict(saved.previous_stats(visited)) == expected
     # a batch that mixes the visited documents with new ones gives back the visited ones' alone
     mixed = read_documents(store, np.array([0, 3, 17, 18, 100, 250, 599]))
-    assert as_dict(saved.previous_tallies(mixed), store.n_words) == expected
+    assert as_dict(saved.previous_stats(mixed)) == expected
     # the saved topics are kept per store document, whatever batch the document came in
-    alone = saved.previous_tallies(read_documents(store, np.array([250])))
-    assert alone.counts[:alone.sizes[0]].sum() == visited.counts[visited.indptr[3]:visited.indptr[4]].sum()
+    alone = saved.previous_stats(read_documents(store, np.array([250])))
+    assert alone.values.sum() == visited.counts[visited.indptr[3]:visited.indptr[4]].sum()
     # a checkpoint of the first version kept every sweep: it opens with the last one
     every_sweep = np.full(store.n_tokens * 2, saved.unvisited, saved.dtype)
     starts = saved.token_offsets[visited.doc_numbers] * 2
@@ -137,12 +128,8 @@ def last_sweep_counts(batch, assignments, samples):
     return out
 
 
-def as_dict(stats, n_words=None):
-    """{(word, topic): value} of SparseStats, or of DocumentTallies merged over documents."""
-    if n_words is not None:
-        words, topics, counts = merge_pairs(stats.words, stats.topics, stats.counts, stats.starts, stats.sizes,
-                                            n_words, 5)
-        stats = SparseStats(words, topics, counts / stats.samples)
+def as_dict(stats):
+    """{(word, topic): value} of SparseStats."""
     return dict(zip(zip(stats.words.tolist(), stats.topics.tolist()), stats.values.tolist()))
 
 

@@ -284,35 +284,38 @@ def gather_rows(words, scale, sort, row_start, row_capacity, row_size, pool_topi
     return indptr, out_topics, out_values
 
 
-@njit(cache=True)
-def take_out(words, topics, counts, segment_starts, segment_sizes, coef, row_start, row_capacity,
-             pool_topics, pool_values, topic_sums, out_slots, out_values):
-    """For the pairs of every segment in order: M[k, w] <- max(M[k, w] - coef * count, 0), and
-    topic_sums[k] less what was removed; pairs at an entry the table lacks are skipped. Records
-    each changed slot and its value before, in order, in out_slots / out_values (put_back
-    undoes them exactly); returns how many were recorded."""
-    n = 0
-    for s in range(segment_starts.shape[0]):
-        for p in range(segment_starts[s], segment_starts[s] + segment_sizes[s]):
-            word = words[p]
-            capacity = row_capacity[word]
+@njit(parallel=True)
+def take_out(words, topics, amounts, row_start, row_capacity, pool_topics, pool_values, topic_sums,
+             out_slots, out_values):
+    """For distinct (word, topic) pairs: M[k, w] <- max(M[k, w] - amount, 0), and topic_sums[k]
+    less what was removed; pairs at an entry the table lacks are skipped (out_slots -1). Records
+    each pair's slot and its value before in out_slots / out_values, which put_back restores.
+
+    Pairs are distinct, so each slot changes at most once and threads take static ranges of pairs
+    freely; the topic sums are then reduced in pair order, whatever the number of threads.
+    """
+    n_pairs = words.shape[0]
+    n_parts = numba.get_num_threads()
+    for part in prange(n_parts):
+        for p in range(part * n_pairs // n_parts, (part + 1) * n_pairs // n_parts):
+            out_slots[p] = -1
+            capacity = row_capacity[words[p]]
             if capacity == 0:
                 continue
-            slot = _find_slot(pool_topics, row_start[word], capacity, topics[p])
+            slot = _find_slot(pool_topics, row_start[words[p]], capacity, topics[p])
             if pool_topics[slot] != topics[p]:
                 continue
-            before = pool_values[slot]
-            after = max(before - coef * counts[p], 0.0)
-            out_slots[n] = slot
-            out_values[n] = before
-            n += 1
-            pool_values[slot] = after
-            topic_sums[topics[p]] -= before - after
-    return n
+            out_slots[p] = slot
+            out_values[p] = pool_values[slot]
+            pool_values[slot] = max(out_values[p] - amounts[p], 0.0)
+    for p in range(n_pairs):
+        if out_slots[p] >= 0:
+            topic_sums[topics[p]] -= out_values[p] - pool_values[out_slots[p]]
 
 
 @njit(cache=True)
 def put_back(slots, values, pool_values):
-    """Undo take_out: restore the recorded slots' values, newest first."""
-    for i in range(slots.shape[0] - 1, -1, -1):
-        pool_values[slots[i]] = values[i]
+    """Undo take_out: restore the recorded slots' values (slots -1 were not changed)."""
+    for i in range(slots.shape[0]):
+        if slots[i] >= 0:
+            pool_values[slots[i]] = values[i]
