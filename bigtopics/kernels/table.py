@@ -284,33 +284,29 @@ def gather_rows(words, scale, sort, row_start, row_capacity, row_size, pool_topi
     return indptr, out_topics, out_values
 
 
-@njit(parallel=True)
+@njit(cache=True)
 def take_out(words, topics, amounts, row_start, row_capacity, pool_topics, pool_values, topic_sums,
              out_slots, out_values):
     """For distinct (word, topic) pairs: M[k, w] <- max(M[k, w] - amount, 0), and topic_sums[k]
     less what was removed; pairs at an entry the table lacks are skipped (out_slots -1). Records
     each pair's slot and its value before in out_slots / out_values, which put_back restores.
 
-    Pairs are distinct, so each slot changes at most once and threads take static ranges of pairs
-    freely; the topic sums are then reduced in pair order, whatever the number of threads.
+    Serial: with the pairs merged, each slot changes once and the pass is short (38-62 ms per
+    10 minibatches of 1024 sections at K = 100); a parallel version saved 2 ms a minibatch and
+    cost 4 MiB of compiled code in every process (benchmarks/RESULTS.md).
     """
-    n_pairs = words.shape[0]
-    n_parts = numba.get_num_threads()
-    for part in prange(n_parts):
-        for p in range(part * n_pairs // n_parts, (part + 1) * n_pairs // n_parts):
-            out_slots[p] = -1
-            capacity = row_capacity[words[p]]
-            if capacity == 0:
-                continue
-            slot = _find_slot(pool_topics, row_start[words[p]], capacity, topics[p])
-            if pool_topics[slot] != topics[p]:
-                continue
-            out_slots[p] = slot
-            out_values[p] = pool_values[slot]
-            pool_values[slot] = max(out_values[p] - amounts[p], 0.0)
-    for p in range(n_pairs):
-        if out_slots[p] >= 0:
-            topic_sums[topics[p]] -= out_values[p] - pool_values[out_slots[p]]
+    for p in range(words.shape[0]):
+        out_slots[p] = -1
+        capacity = row_capacity[words[p]]
+        if capacity == 0:
+            continue
+        slot = _find_slot(pool_topics, row_start[words[p]], capacity, topics[p])
+        if pool_topics[slot] != topics[p]:
+            continue
+        out_slots[p] = slot
+        out_values[p] = pool_values[slot]
+        pool_values[slot] = max(out_values[p] - amounts[p], 0.0)
+        topic_sums[topics[p]] -= out_values[p] - pool_values[slot]
 
 
 @njit(cache=True)
