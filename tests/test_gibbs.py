@@ -2,9 +2,13 @@
 
 import numpy as np
 import pytest
+from numba import njit
 
 from bigtopics.kernels.evaluate import word_mass
-from bigtopics.kernels.gibbs import SCAN_PER_DOC_TOPIC, draw_topic
+from bigtopics.kernels.gibbs import (MAX_CHANGES, SCAN_PER_DOC_TOPIC, _add_token, cache_share, change_scratch,
+                                     document_scratch, draw_token, draw_topic, forget_share, note_change, scans)
+from bigtopics.kernels.frozen import lookup
+from bigtopics.kernels.rng import stream_seed
 from bigtopics.kernels.sparse_stats import merge_pairs
 from bigtopics.kernels.special import digamma
 from bigtopics.local_step import FrozenTopics, Minibatch, gibbs_local_step
@@ -48,16 +52,17 @@ def test_frozen_topics_split_equals_the_dense_estimate(estimate):
 BRANCH_DOC_TOPICS = {"lookup": [4], "scan": list(range(0, 40, 2))}
 
 
-def conditional_case(branch):
-    """(dense N, frozen view, other tokens' topics, n_dk, doc_topics, doc_mass) for K = 40, V = 5."""
+def conditional_case(branch, n_topics=40, doc_topic_ids=None):
+    """(dense N, frozen view, other tokens' topics, n_dk, doc_topics, doc_mass) for V = 5 and the
+    document topics of BRANCH_DOC_TOPICS[branch] unless given, holding 1, 2, 3, 1, ... tokens."""
     rng = np.random.default_rng(2)
-    n_topics, n_words = 40, 5
+    n_words = 5
     dense = sparse_topic_word(rng, n_topics, n_words, density=0.7)
     frozen = freeze(dense, eta=0.5)
-    doc_topic_ids = BRANCH_DOC_TOPICS[branch]
-    scans = np.diff(frozen.row_indptr) <= SCAN_PER_DOC_TOPIC * len(doc_topic_ids)
-    assert scans.all() if branch == "scan" else not scans.any()  # the case tests the branch it names
-    other = np.repeat(doc_topic_ids, rng.integers(1, 4, len(doc_topic_ids)))
+    doc_topic_ids = BRANCH_DOC_TOPICS[branch] if doc_topic_ids is None else doc_topic_ids
+    scanned = np.diff(frozen.row_indptr) <= SCAN_PER_DOC_TOPIC * len(doc_topic_ids)
+    assert scanned.all() if branch == "scan" else not scanned.any()  # the case tests the branch it names
+    other = np.repeat(doc_topic_ids, 1 + np.arange(len(doc_topic_ids)) % 3)
     n_dk = np.bincount(other, minlength=n_topics).astype(np.int32)
     doc_topics = np.zeros(n_topics, np.int32)
     doc_topics[: len(doc_topic_ids)] = doc_topic_ids
@@ -71,15 +76,86 @@ def test_draw_topic_follows_the_dense_conditional(branch):
     n_topics, n_words = dense.shape
     alpha = 0.3
     weights = naive.exp_elog_beta(dense, 0.5)
-    shared_cum, shared_topic = np.zeros(n_topics), np.zeros(n_topics, np.int32)
+    shared_cum, shared_topic, shared_coef = np.zeros(n_topics), np.zeros(n_topics, np.int32), np.zeros(n_topics)
     grid = (np.arange(100_000) + 0.5) / 100_000  # inverse-CDF sampling on an even grid
     view = frozen.kernel_view()
     n_doc_topics = len(BRANCH_DOC_TOPICS[branch])
     for w in range(n_words):
         draws = [draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, view,
-                            shared_cum, shared_topic) for u in grid]
+                            shared_cum, shared_topic, shared_coef) for u in grid]
         freq = np.bincount(draws, minlength=n_topics) / len(grid)
         np.testing.assert_allclose(freq, naive.gibbs_conditional(w, other, alpha, weights), atol=3e-5)
+
+
+@njit
+def draws_after_changes(n_draws, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, changes, frozen):
+    """n_draws topics for a token of word w drawn as the sampler draws the later tokens of an
+    entry: the share summed for the counts given, then the changes (topic, +-1) applied to the
+    counts and noted, then one draw (each from the same start, with its own random stream).
+    A draw whose coef is not the topic's is returned as -1."""
+    n_topics = n_dk.shape[0]
+    smoothing = frozen[4]
+    _, _, topic_slot, word_cum, word_topic, word_coef = document_scratch(n_topics, n_topics)
+    change_slot, change_topics, change_counts, change_coef = change_scratch(n_topics)
+    for j in range(n_doc_topics):
+        topic_slot[doc_topics[j]] = j
+    out = np.empty(n_draws, np.int64)
+    for r in range(n_draws):
+        counts, topics, slots, m, mass = n_dk.copy(), doc_topics.copy(), topic_slot.copy(), n_doc_topics, doc_mass
+        share = cache_share((-1, False, 0.0, 0.0, 0.0, 0), w, scans(w, m, frozen), alpha, counts, topics, m, frozen,
+                            word_cum, word_topic, word_coef, change_slot, change_topics)
+        for c in range(changes.shape[0]):
+            m = _add_token(changes[c, 0], changes[c, 1], counts, topics, slots, m)
+            mass += changes[c, 1] * smoothing[changes[c, 0]]
+            share = note_change(share, changes[c, 0], changes[c, 1], lookup(frozen[6:], w, changes[c, 0]),
+                                change_slot, change_topics, change_counts, change_coef)
+        _, out[r], coef, share = draw_token(stream_seed(1, 2, r), share, w, True, alpha, counts, topics, m, mass,
+                                            frozen, word_cum, word_topic, word_coef, change_slot, change_topics,
+                                            change_counts, change_coef)
+        if coef != lookup(frozen[6:], w, out[r]):
+            out[r] = -1  # the coef returned with the draw must be the topic's
+        forget_share(share, change_slot, change_topics)
+    return out
+
+
+def change_lists(other, n_topics):
+    """Changes an entry's later tokens make: topics losing their only token or one of two (items
+    whose summed mass then overstates them, drawn only by rejection), others gaining, one
+    losing and regaining, one new to the document; and a gain in every topic, more than the
+    share tracks (MAX_CHANGES of the row's topics), which makes it stale."""
+    held, held_counts = np.unique(other, return_counts=True)
+    single, double = held[held_counts == 1][0], held[held_counts == 2][0]
+    absent = next(k for k in range(n_topics) if k not in held)
+    mixed = [(single, -1), (held[-1], 1), (double, -1), (absent, 1), (single, 1), (absent, 1), (held[-1], -1)]
+    overflow = [(k, 1) for k in range(n_topics)]
+    return {"mixed": np.array(mixed, np.int64), "overflow": np.array(overflow, np.int64)}
+
+
+# With K = 120 rows hold about 84 topics: scanned for 20 document topics, looked up for 3.
+TRACKED_DOC_TOPICS = {"lookup": [4, 9, 30], "scan": list(range(0, 40, 2))}
+
+
+@pytest.mark.parametrize("changes", ["mixed", "overflow"])
+@pytest.mark.parametrize("branch", TRACKED_DOC_TOPICS)
+def test_a_token_drawn_against_a_tracked_share_follows_the_dense_conditional(branch, changes):
+    dense, frozen, other, n_dk, doc_topics, doc_mass = conditional_case(branch, 120, TRACKED_DOC_TOPICS[branch])
+    n_topics, n_words = dense.shape
+    alpha = 0.3
+    weights = naive.exp_elog_beta(dense, 0.5)
+    change = change_lists(other, n_topics)[changes]
+    assert changes != "overflow" or min(np.diff(frozen.row_indptr)) > MAX_CHANGES
+    after = list(other)
+    for k, delta in change:
+        after.remove(k) if delta < 0 else after.append(k)
+    n_draws = 200_000
+    for w in range(n_words):
+        draws = draws_after_changes(n_draws, w, alpha, n_dk, doc_topics, len(TRACKED_DOC_TOPICS[branch]), doc_mass,
+                                    change, frozen.kernel_view())
+        assert draws.min() >= 0
+        freq = np.bincount(draws, minlength=n_topics) / n_draws
+        expected = naive.gibbs_conditional(w, np.array(after), alpha, weights)
+        # binomial noise: 5 standard deviations of each topic's frequency
+        np.testing.assert_array_less(np.abs(freq - expected), 5 * np.sqrt(expected * (1 - expected) / n_draws) + 1e-9)
 
 
 @pytest.mark.parametrize("branch", BRANCH_DOC_TOPICS)
@@ -100,12 +176,14 @@ def replicated_batch(token_words, n_copies):
                      np.tile(counts, n_copies))
 
 
-def test_gibbs_marginals_match_exact_posterior_of_a_short_document():
+# the second document repeats words, so its later tokens are drawn against a tracked share
+@pytest.mark.parametrize("token_words", [[0, 0, 1, 3], [0, 0, 0, 1, 1, 3, 3]])
+def test_gibbs_marginals_match_exact_posterior_of_a_short_document(token_words):
     rng = np.random.default_rng(3)
     n_topics, alpha, eta = 3, 0.2, 0.5
     dense = sparse_topic_word(rng, n_topics, 4, density=0.6)
     frozen = freeze(dense, eta)
-    token_words = np.array([0, 0, 1, 3])
+    token_words = np.array(token_words)
     posterior = naive.document_posterior(token_words, alpha, naive.exp_elog_beta(dense, eta))
     exact = np.zeros((4, n_topics))  # expected count of word w in topic k
     for z, p in posterior.items():
@@ -113,7 +191,8 @@ def test_gibbs_marginals_match_exact_posterior_of_a_short_document():
             exact[w, k] += p
     n_copies = 20_000
     batch = replicated_batch(token_words, n_copies)
-    stats = gibbs_local_step(batch, frozen, batch.doc_seeds(7, 0), alpha=alpha, burnin=8, samples=4, n_workers=2)
+    # 30 burn-in sweeps: after 8 the longer document still carries 0.015 of its start in both samplers
+    stats = gibbs_local_step(batch, frozen, batch.doc_seeds(7, 0), alpha=alpha, burnin=30, samples=4, n_workers=2)
     estimate = np.zeros((4, n_topics))
     np.add.at(estimate, (stats.words, stats.topics), stats.values / n_copies)
     np.testing.assert_allclose(estimate, exact, atol=0.012)

@@ -188,7 +188,7 @@ def sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_se
     n_topics = view[6].shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
         # the float scratch, min(K, longest document) entries, serves as doc_cum
-        n_dk, doc_topics, topic_slot, doc_cum, _ = document_scratch(n_topics, max_doc_tokens)
+        n_dk, doc_topics, topic_slot, doc_cum, _, _ = document_scratch(n_topics, max_doc_tokens)
         tally = np.zeros(n_topics, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
         for d in range(worker_bounds[worker], worker_bounds[worker + 1]):

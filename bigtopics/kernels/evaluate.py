@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from .frozen import lookup
-from .gibbs import SCAN_PER_DOC_TOPIC, _add_token, document_scratch, draw_topic
+from .gibbs import _add_token, document_scratch, draw_topic, scans
 from .jit import document_kernel
 from .rng import next_uniform
 
@@ -38,7 +38,7 @@ def word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
     shared = 0.0
-    if hi - lo <= SCAN_PER_DOC_TOPIC * n_doc_topics:
+    if scans(w, n_doc_topics, frozen):
         for j in range(lo, hi):
             shared += n_dk[row_topics[j]] * row_coef[j]
     else:
@@ -50,7 +50,7 @@ def word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
 
 @document_kernel
 def left_to_right_document(tokens, alpha, particles, resample, seed, frozen,
-                           n_dk, doc_topics, topic_slot, z, p_token, word_cum, word_topic):
+                           n_dk, doc_topics, topic_slot, z, p_token, word_cum, word_topic, word_coef):
     """log p(w) of one document by the left-to-right algorithm (Wallach et al. 2009, alg. 3).
 
     tokens are local word ids in reading order (shuffled by the caller's stream for a bag of
@@ -78,14 +78,15 @@ def left_to_right_document(tokens, alpha, particles, resample, seed, frozen,
                     doc_mass -= smoothing[k]
                     state, u = next_uniform(state)
                     k = draw_topic(u, tokens[m], alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
-                                   frozen, word_cum, word_topic)
+                                   frozen, word_cum, word_topic, word_coef)
                     z[m] = k
                     n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
                     doc_mass += smoothing[k]
             w = tokens[n]
             p_token[n] += word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen) / (n + total_alpha)
             state, u = next_uniform(state)
-            k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum, word_topic)
+            k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum, word_topic,
+                           word_coef)
             z[n] = k
             n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
             doc_mass += smoothing[k]
@@ -122,7 +123,7 @@ def left_to_right_batch(doc_indptr, entry_words, entry_counts, doc_seeds, worker
     number of workers)."""
     n_topics = frozen[4].shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
-        n_dk, doc_topics, topic_slot, word_cum, word_topic = document_scratch(n_topics, max_row)
+        n_dk, doc_topics, topic_slot, word_cum, word_topic, word_coef = document_scratch(n_topics, max_row)
         tokens = np.zeros(max_doc_tokens, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
         p_token = np.zeros(max_doc_tokens, np.float64)
@@ -133,7 +134,7 @@ def left_to_right_batch(doc_indptr, entry_words, entry_counts, doc_seeds, worker
                 n += entry_counts[e]
             state = shuffled_tokens(entry_words[lo:hi], entry_counts[lo:hi], doc_seeds[d], tokens)
             out_loglik[d] = left_to_right_document(tokens[:n], alpha, particles, resample, state, frozen, n_dk,
-                                                   doc_topics, topic_slot, z, p_token, word_cum, word_topic)
+                                                   doc_topics, topic_slot, z, p_token, word_cum, word_topic, word_coef)
 
 
 @njit(cache=True)

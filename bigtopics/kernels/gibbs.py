@@ -21,6 +21,16 @@ minibatch and drawn from prefix sums. The static bucket is drawn from prefix sum
 static counterpart of Li et al.'s alias tables). A draw therefore costs
 O(min(row length, doc topics) + doc topics + log K), never O(K).
 
+The tokens of one entry (a word repeated in the document) are drawn one after another, and
+between two of them the counts move by one token each way. So the word's share (the scanned row,
+or the shared part) is summed once per entry; each later token notes the changes since then
+(topic k's count moved by delta, so its item's mass by delta coef[k, w]) and draws exactly by
+rejection: propose from the summed share plus what the items gained, accept an item that lost
+with probability (its mass now) / (its summed mass), and on a rejection sum the share again and
+draw from it. Accepted or not, the token's topic follows the conditional exactly (tests check it
+against the dense one); a later token costs O(changes + log row) instead of the scan, and the
+share is summed again after MAX_CHANGES distinct topics changed.
+
 The frozen view is the tuple (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing,
 smoothing_cumsum, *index) of kernels/frozen.py, with smoothing's running sum added and the
 rows' index spliced in (numba's parallel drivers take flat tuples only).
@@ -58,56 +68,104 @@ def _first_above(cumulative, lo, hi, target):
 
 
 @njit(cache=True, inline="always")
-def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum, word_topic):
-    """Draw a topic for one token of word w from the bucketed conditional, given u ~ U[0,1).
+def scans(w, n_doc_topics, frozen):
+    """Whether word w's row is short enough to scan for a document of n_doc_topics topics."""
+    return frozen[0][w + 1] - frozen[0][w] <= SCAN_PER_DOC_TOPIC * n_doc_topics
 
-    n_dk, doc_topics[:n_doc_topics] and doc_mass (= sum n_dk smoothing) must already exclude
-    the token being resampled. word_cum / word_topic are scratch of at least min(K, longest row)
-    entries.
+
+@njit(cache=True, inline="always")
+def word_share(w, scanned, alpha, n_dk, doc_topics, n_doc_topics, frozen, word_cum, word_topic, word_coef):
+    """The word's share of the conditional as running sums word_cum[:n_items] over items; returns
+    n_items.
+
+    A scanned row's items are its entries j (topic row_topics[row_indptr[w] + j]), of mass
+    (alpha + n_dk) coef[k, w]; otherwise the items are the document's topics in the row
+    (word_topic[j], coef word_coef[j]), of mass n_dk coef[k, w], and the row's alpha coef[k, w]
+    lies outside the share (outside_mass).
     """
-    row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing, smoothing_cumsum = frozen[:6]
-    index = frozen[6:]
+    row_indptr, row_topics, row_coef = frozen[:3]
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
-    static_mass = alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
-    k = -1
-    if hi - lo <= SCAN_PER_DOC_TOPIC * n_doc_topics:
-        word_mass = 0.0
+    if scanned:
+        mass = 0.0
         for j in range(lo, hi):
-            word_mass += (alpha + n_dk[row_topics[j]]) * row_coef[j]
-            word_cum[j - lo] = word_mass
-        x = u * (word_mass + doc_mass + static_mass)
-        if x < word_mass:
-            k = row_topics[lo + _first_above(word_cum, 0, hi - lo, x)]
-        x -= word_mass
-    else:
-        n_shared = 0
-        shared_mass = 0.0
-        for i in range(n_doc_topics):
-            t = doc_topics[i]
-            c = lookup(index, w, t)
-            if c > 0.0:
-                shared_mass += n_dk[t] * c
-                word_cum[n_shared] = shared_mass
-                word_topic[n_shared] = t
-                n_shared += 1
-        row_mass = alpha * row_coef_cumsum[hi - 1] if hi > lo else 0.0
-        x = u * (shared_mass + row_mass + doc_mass + static_mass)
-        if x < shared_mass:
-            k = word_topic[_first_above(word_cum, 0, n_shared, x)]
-        elif x < shared_mass + row_mass:
-            k = row_topics[_first_above(row_coef_cumsum, lo, hi, (x - shared_mass) / alpha)]
-        x -= shared_mass + row_mass
-    if k < 0 and x < doc_mass and n_doc_topics > 0:
-        k = doc_topics[n_doc_topics - 1]  # if rounding carries x just past the end
+            mass += (alpha + n_dk[row_topics[j]]) * row_coef[j]
+            word_cum[j - lo] = mass
+        return hi - lo
+    index = frozen[6:]
+    n_items = 0
+    mass = 0.0
+    for i in range(n_doc_topics):
+        t = doc_topics[i]
+        c = lookup(index, w, t)
+        if c > 0.0:
+            mass += n_dk[t] * c
+            word_cum[n_items] = mass
+            word_topic[n_items] = t
+            word_coef[n_items] = c
+            n_items += 1
+    return n_items
+
+
+@njit(cache=True, inline="always")
+def share_topic(j, w, scanned, frozen, word_topic):
+    """The topic of item j of the word's share (word_share)."""
+    return frozen[1][frozen[0][w] + j] if scanned else word_topic[j]
+
+
+@njit(cache=True, inline="always")
+def share_coef(j, w, scanned, frozen, word_coef):
+    """coef[k, w] of item j's topic k."""
+    return frozen[2][frozen[0][w] + j] if scanned else word_coef[j]
+
+
+@njit(cache=True, inline="always")
+def outside_mass(w, alpha, scanned, doc_mass, frozen):
+    """The conditional's mass beyond the word's share: the row's alpha coef (unless scanned),
+    doc = sum n_dk smoothing and static = alpha sum smoothing."""
+    row_indptr, row_coef_cumsum, smoothing_cumsum = frozen[0], frozen[3], frozen[5]
+    lo = row_indptr[w]
+    hi = row_indptr[w + 1]
+    row_mass = alpha * row_coef_cumsum[hi - 1] if hi > lo and not scanned else 0.0
+    return row_mass + doc_mass + alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
+
+
+@njit(cache=True, inline="always")
+def outside_topic(x, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
+    """The topic at x in [0, outside_mass): the row's alpha coef (unless scanned), the doc
+    bucket, then the static bucket (the last topic if rounding carries x past the end)."""
+    row_indptr, row_topics, _, row_coef_cumsum, smoothing, smoothing_cumsum = frozen[:6]
+    lo = row_indptr[w]
+    hi = row_indptr[w + 1]
+    if not scanned and hi > lo:
+        row_mass = alpha * row_coef_cumsum[hi - 1]
+        if x < row_mass:
+            return row_topics[_first_above(row_coef_cumsum, lo, hi, x / alpha)]
+        x -= row_mass
+    if x < doc_mass and n_doc_topics > 0:
         for i in range(n_doc_topics):
             x -= n_dk[doc_topics[i]] * smoothing[doc_topics[i]]
             if x < 0.0:
-                k = doc_topics[i]
-                break
-    if k < 0:
-        k = _first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], (x - doc_mass) / alpha)
-    return k
+                return doc_topics[i]
+        return doc_topics[n_doc_topics - 1]
+    return _first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], (x - doc_mass) / alpha)
+
+
+@njit(cache=True, inline="always")
+def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum, word_topic, word_coef):
+    """Draw a topic for one token of word w from the bucketed conditional, given u ~ U[0,1).
+
+    n_dk, doc_topics[:n_doc_topics] and doc_mass (= sum n_dk smoothing) must already exclude
+    the token being resampled. word_cum / word_topic / word_coef are scratch of at least
+    min(K, longest row) entries.
+    """
+    scanned = scans(w, n_doc_topics, frozen)
+    n_items = word_share(w, scanned, alpha, n_dk, doc_topics, n_doc_topics, frozen, word_cum, word_topic, word_coef)
+    share = word_cum[n_items - 1] if n_items > 0 else 0.0
+    x = u * (share + outside_mass(w, alpha, scanned, doc_mass, frozen))
+    if x < share:
+        return share_topic(_first_above(word_cum, 0, n_items, x), w, scanned, frozen, word_topic)
+    return outside_topic(x - share, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass, frozen)
 
 
 @njit(cache=True, inline="always")
@@ -128,26 +186,113 @@ def _add_token(k, delta, n_dk, doc_topics, topic_slot, n_doc_topics):
     return n_doc_topics
 
 
-@njit(cache=True, inline="always")
-def _draw_and_count(state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics, doc_mass, frozen,
-                    word_cum, word_topic):
-    """Draw a topic for a token of word w (not counted in n_dk) and count it.
+# The changes an entry's share keeps track of before it is summed again.
+MAX_CHANGES = 64
 
-    Returns (state, topic, n_doc_topics, doc_mass).
-    """
+
+@njit(cache=True, inline="always")
+def forget_share(share, change_slot, change_topics):
+    """The stale share (to be summed before the next draw), with its changes cleared."""
+    for s in range(share[5]):
+        change_slot[change_topics[s]] = -1
+    return (-1, share[1], 0.0, 0.0, 0.0, 0)
+
+
+@njit(cache=True, inline="always")
+def cache_share(share, w, scanned, alpha, n_dk, doc_topics, n_doc_topics, frozen, word_cum, word_topic, word_coef,
+                change_slot, change_topics):
+    """Sum word w's share for the current counts (word_share) into word_cum and start tracking
+    changes against it. A share is (n_items (-1: stale), scanned, summed mass, changed mass,
+    positive changed mass, n_changes)."""
+    share = forget_share(share, change_slot, change_topics)
+    n_items = word_share(w, scanned, alpha, n_dk, doc_topics, n_doc_topics, frozen, word_cum, word_topic, word_coef)
+    return (n_items, scanned, word_cum[n_items - 1] if n_items > 0 else 0.0, 0.0, 0.0, 0)
+
+
+@njit(cache=True, inline="always")
+def note_change(share, k, delta, coef, change_slot, change_topics, change_counts, change_coef):
+    """Record n_dk[k] += delta against the summed share: item k's mass moves by delta coef
+    (coef = coef[k, w], 0 where k is not in the row). A stale share has nothing to track; a
+    full list of changes makes it stale."""
+    n_items, scanned, summed, changed, positive, n_changes = share
+    if n_items < 0 or coef == 0.0:
+        return share
+    slot = change_slot[k]
+    if slot < 0:
+        if n_changes == MAX_CHANGES:
+            return (-1, scanned, summed, changed, positive, n_changes)
+        slot = n_changes
+        change_slot[k] = slot
+        change_topics[slot] = k
+        change_counts[slot] = 0
+        change_coef[slot] = coef
+        n_changes += 1
+    before = change_counts[slot]
+    change_counts[slot] = before + delta
+    return (n_items, scanned, summed, changed + delta * coef,
+            positive + (max(before + delta, 0) - max(before, 0)) * coef, n_changes)
+
+
+@njit(cache=True, inline="always")
+def draw_token(state, share, w, need_coef, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum,
+               word_topic, word_coef, change_slot, change_topics, change_counts, change_coef):
+    """Draw a topic k for a token of word w (not counted in n_dk) exactly, with word w's share
+    summed once per entry and the changes since then tracked (module docstring). Returns
+    (state, k, coef[k, w], share); a k drawn outside the share has its coef looked up only if
+    need_coef (else 0.0)."""
+    if share[0] < 0:
+        share = cache_share(share, w, scans(w, n_doc_topics, frozen), alpha, n_dk, doc_topics, n_doc_topics,
+                            frozen, word_cum, word_topic, word_coef, change_slot, change_topics)
+    n_items, scanned, summed, changed, positive, n_changes = share
+    current = summed + changed
     state, u = next_uniform(state)
-    k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum, word_topic)
-    n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
-    return state, k, n_doc_topics, doc_mass + frozen[4][k]
+    x = u * (current + outside_mass(w, alpha, scanned, doc_mass, frozen))
+    if x >= current:
+        k = outside_topic(x - current, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass, frozen)
+        return state, k, lookup(frozen[6:], w, k) if need_coef else 0.0, share
+    if n_changes == 0:
+        j = _first_above(word_cum, 0, n_items, x)
+        return state, share_topic(j, w, scanned, frozen, word_topic), share_coef(j, w, scanned, frozen, word_coef), share
+    # propose from the summed share plus what the items gained (y uniform below their sum)
+    y = x / current * (summed + positive)
+    if y >= summed and positive > 0.0:
+        y -= summed
+        s = 0
+        for s in range(n_changes):
+            if change_counts[s] > 0:
+                y -= change_counts[s] * change_coef[s]
+                if y < 0.0:
+                    break
+        while change_counts[s] <= 0:  # rounding carried y past the last item that gained
+            s -= 1
+        return state, change_topics[s], change_coef[s], share
+    j = _first_above(word_cum, 0, n_items, y)
+    k = share_topic(j, w, scanned, frozen, word_topic)
+    slot = change_slot[k]
+    if slot >= 0 and change_counts[slot] < 0:
+        # the item lost: accept with probability (its mass now) / (its summed mass)
+        prior = alpha if scanned else 0.0
+        state, u = next_uniform(state)
+        if u * (prior + n_dk[k] - change_counts[slot]) >= prior + n_dk[k]:
+            # rejected: an exact draw from the share summed again (the same items, the same bucket)
+            share = cache_share(share, w, scanned, alpha, n_dk, doc_topics, n_doc_topics, frozen, word_cum,
+                                word_topic, word_coef, change_slot, change_topics)
+            state, u = next_uniform(state)
+            if share[0] == 0:  # only rounding leads here: the share is empty
+                k = outside_topic(0.0, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass, frozen)
+                return state, k, lookup(frozen[6:], w, k) if need_coef else 0.0, share
+            j = _first_above(word_cum, 0, share[0], u * share[2])
+            k = share_topic(j, w, scanned, frozen, word_topic)
+    return state, k, share_coef(j, w, scanned, frozen, word_coef), share
 
 
 @njit(cache=True)
 def document_scratch(n_topics, max_row):
     """Per-worker state of the document being sampled: (n_dk, doc_topics, topic_slot,
-    word_cum, word_topic), clean (n_dk = 0, topic_slot = -1)."""
+    word_cum, word_topic, word_coef), clean (n_dk = 0, topic_slot = -1)."""
     scratch = max(1, min(max_row, n_topics))
     return (np.zeros(n_topics, np.int32), np.zeros(n_topics, np.int32), np.full(n_topics, -1, np.int32),
-            np.zeros(scratch, np.float64), np.zeros(scratch, np.int32))
+            np.zeros(scratch, np.float64), np.zeros(scratch, np.int32), np.zeros(scratch, np.float64))
 
 
 @njit(cache=True, inline="always")
@@ -186,9 +331,18 @@ def finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc
     return n_pairs
 
 
+@njit(cache=True)
+def change_scratch(n_topics):
+    """Per-worker state of the changes an entry's share tracks: (change_slot, change_topics,
+    change_counts, change_coef), clean (change_slot = -1)."""
+    return (np.full(n_topics, -1, np.int32), np.zeros(MAX_CHANGES, np.int32), np.zeros(MAX_CHANGES, np.int32),
+            np.zeros(MAX_CHANGES, np.float64))
+
+
 @document_kernel
 def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, frozen,
-                    n_dk, doc_topics, topic_slot, z, z_saved, word_cum, word_topic, tally,
+                    n_dk, doc_topics, topic_slot, z, z_coef, z_saved, word_cum, word_topic, word_coef, tally,
+                    change_slot, change_topics, change_counts, change_coef,
                     out_words, out_topics, out_counts):
     """Gibbs-sample one document and emit its sufficient statistics.
 
@@ -196,8 +350,9 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
     Initialisation is sequential, p(z_i = k) ∝ (alpha + #{j < i: z_j = k}) exp(Elog_beta[k,w_i]);
     then `burnin` sweeps are discarded and `samples` sweeps saved. Emits, per (word, topic) pair,
     the number of (token, saved sweep) assignments, so Nhat[k,w] = out_count / samples.
-    Scratch n_dk / tally / topic_slot must be zero / zero / -1 on entry and are left that way. Returns the
-    number of pairs written to out_*.
+    z_coef holds coef[z_i, w_i] for the tokens of repeated words (what their share tracks).
+    Scratch n_dk / tally / topic_slot / change_slot must be zero / zero / -1 / -1 on entry and
+    are left that way. Returns the number of pairs written to out_*.
     """
     smoothing = frozen[4]
     state = seed
@@ -206,37 +361,44 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
     n_tokens = 0
     for e in range(entry_words.shape[0]):
         n_tokens += entry_counts[e]
+    share = (-1, False, 0.0, 0.0, 0.0, 0)
 
-    # sequential initialisation: each token sees only the tokens before it
-    i = 0
-    for e in range(entry_words.shape[0]):
-        w = entry_words[e]
-        for _ in range(entry_counts[e]):
-            state, z[i], n_doc_topics, doc_mass = _draw_and_count(
-                state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics, doc_mass, frozen,
-                word_cum, word_topic)
-            i += 1
-
-    for sweep in range(burnin + samples):
-        # recompute the incremental mass once per sweep so rounding never accumulates
-        doc_mass = 0.0
-        for j in range(n_doc_topics):
-            k = doc_topics[j]
-            doc_mass += n_dk[k] * smoothing[k]
+    for sweep in range(-1, burnin + samples):  # sweep -1 is the sequential initialisation
+        if sweep >= 0:
+            # recompute the incremental mass once per sweep so rounding never accumulates
+            doc_mass = 0.0
+            for j in range(n_doc_topics):
+                k = doc_topics[j]
+                doc_mass += n_dk[k] * smoothing[k]
         i = 0
         for e in range(entry_words.shape[0]):
             w = entry_words[e]
-            for _ in range(entry_counts[e]):
-                n_doc_topics = _add_token(z[i], -1, n_dk, doc_topics, topic_slot, n_doc_topics)
-                doc_mass -= smoothing[z[i]]
-                state, z[i], n_doc_topics, doc_mass = _draw_and_count(
-                    state, w, alpha, n_dk, doc_topics, topic_slot, n_doc_topics, doc_mass, frozen,
-                    word_cum, word_topic)
+            count = entry_counts[e]
+            share = forget_share(share, change_slot, change_topics)
+            for t in range(count):
+                if sweep >= 0:  # during the initialisation each token sees only the tokens before it
+                    k = z[i]
+                    n_doc_topics = _add_token(k, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                    doc_mass -= smoothing[k]
+                    if t > 0:
+                        share = note_change(share, k, -1, z_coef[i], change_slot, change_topics, change_counts,
+                                            change_coef)
+                state, k, z_coef[i], share = draw_token(state, share, w, count > 1, alpha, n_dk, doc_topics,
+                                                        n_doc_topics, doc_mass, frozen, word_cum, word_topic,
+                                                        word_coef, change_slot, change_topics, change_counts,
+                                                        change_coef)
+                z[i] = k
+                n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                doc_mass += smoothing[k]
+                if t + 1 < count:
+                    share = note_change(share, k, 1, z_coef[i], change_slot, change_topics, change_counts,
+                                        change_coef)
                 i += 1
         if sweep >= burnin:
             base = (sweep - burnin) * n_tokens
             for i in range(n_tokens):
                 z_saved[base + i] = z[i]
+    forget_share(share, change_slot, change_topics)
     return finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc_topics, n_dk, doc_topics,
                            topic_slot, tally, out_words, out_topics, out_counts)
 
@@ -253,14 +415,17 @@ def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_s
     """
     n_topics = frozen[4].shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
-        n_dk, doc_topics, topic_slot, word_cum, word_topic = document_scratch(n_topics, max_row)
+        n_dk, doc_topics, topic_slot, word_cum, word_topic, word_coef = document_scratch(n_topics, max_row)
+        change_slot, change_topics, change_counts, change_coef = change_scratch(n_topics)
         tally = np.zeros(n_topics, np.int32)
         z = np.zeros(max_doc_tokens, np.int32)
+        z_coef = np.zeros(max_doc_tokens, np.float64)
         for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
             lo, hi = doc_indptr[d], doc_indptr[d + 1]
             base = token_starts[d] * samples
             top = token_starts[d + 1] * samples
             out_n_pairs[d] = sample_document(
                 entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, doc_seeds[d], frozen,
-                n_dk, doc_topics, topic_slot, z, out_saved[base:top], word_cum, word_topic, tally,
+                n_dk, doc_topics, topic_slot, z, z_coef, out_saved[base:top], word_cum, word_topic, word_coef, tally,
+                change_slot, change_topics, change_counts, change_coef,
                 out_words[base:top], out_topics[base:top], out_counts[base:top])
