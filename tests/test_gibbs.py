@@ -5,8 +5,9 @@ import pytest
 from numba import njit
 
 from bigtopics.kernels.evaluate import word_mass
-from bigtopics.kernels.gibbs import (MAX_CHANGES, SCAN_PER_DOC_TOPIC, _add_token, cache_share, change_scratch,
-                                     document_scratch, draw_token, draw_topic, forget_share, note_change, scans)
+from bigtopics.kernels.gibbs import (MAX_CHANGES, SCAN_PER_DOC_TOPIC, STALE_SHARE, _add_token, cache_share,
+                                     change_scratch, document_scratch, draw_token, draw_topic, forget_share,
+                                     note_change, scans)
 from bigtopics.kernels.frozen import lookup
 from bigtopics.kernels.rng import stream_seed
 from bigtopics.kernels.sparse_stats import merge_pairs
@@ -102,7 +103,7 @@ def draws_after_changes(n_draws, w, alpha, n_dk, doc_topics, n_doc_topics, doc_m
     out = np.empty(n_draws, np.int64)
     for r in range(n_draws):
         counts, topics, slots, m, mass = n_dk.copy(), doc_topics.copy(), topic_slot.copy(), n_doc_topics, doc_mass
-        share = cache_share((-1, False, 0.0, 0.0, 0.0, 0), w, scans(w, m, frozen), alpha, counts, topics, m, frozen,
+        share = cache_share(STALE_SHARE, w, scans(w, m, frozen), alpha, counts, topics, m, frozen,
                             word_cum, word_topic, word_coef, change_slot, change_topics)
         for c in range(changes.shape[0]):
             m = _add_token(changes[c, 0], changes[c, 1], counts, topics, slots, m)
@@ -121,21 +122,24 @@ def draws_after_changes(n_draws, w, alpha, n_dk, doc_topics, n_doc_topics, doc_m
 def change_lists(other, n_topics):
     """Changes an entry's later tokens make: topics losing their only token or one of two (items
     whose summed mass then overstates them, drawn only by rejection), others gaining, one
-    losing and regaining, one new to the document; and a gain in every topic, more than the
-    share tracks (MAX_CHANGES of the row's topics), which makes it stale."""
+    losing and regaining, one new to the document; a topic left with no token (gone from the
+    document's topics, its item never accepted) beside one new; and a gain in every topic, more
+    than the share tracks (MAX_CHANGES of the row's topics), which makes it stale."""
     held, held_counts = np.unique(other, return_counts=True)
     single, double = held[held_counts == 1][0], held[held_counts == 2][0]
     absent = next(k for k in range(n_topics) if k not in held)
     mixed = [(single, -1), (held[-1], 1), (double, -1), (absent, 1), (single, 1), (absent, 1), (held[-1], -1)]
+    lost = [(single, -1), (double, -1), (absent, 1)]
     overflow = [(k, 1) for k in range(n_topics)]
-    return {"mixed": np.array(mixed, np.int64), "overflow": np.array(overflow, np.int64)}
+    return {name: np.array(changes, np.int64) for name, changes in
+            [("mixed", mixed), ("lost", lost), ("overflow", overflow)]}
 
 
 # With K = 120 rows hold about 84 topics: scanned for 20 document topics, looked up for 3.
 TRACKED_DOC_TOPICS = {"lookup": [4, 9, 30], "scan": list(range(0, 40, 2))}
 
 
-@pytest.mark.parametrize("changes", ["mixed", "overflow"])
+@pytest.mark.parametrize("changes", ["mixed", "lost", "overflow"])
 @pytest.mark.parametrize("branch", TRACKED_DOC_TOPICS)
 def test_a_token_drawn_against_a_tracked_share_follows_the_dense_conditional(branch, changes):
     dense, frozen, other, n_dk, doc_topics, doc_mass = conditional_case(branch, 120, TRACKED_DOC_TOPICS[branch])

@@ -29,7 +29,7 @@ rejection: propose from the summed share plus what the items gained, accept an i
 with probability (its mass now) / (its summed mass), and on a rejection sum the share again and
 draw from it. Accepted or not, the token's topic follows the conditional exactly (tests check it
 against the dense one); a later token costs O(changes + log row) instead of the scan, and the
-share is summed again after MAX_CHANGES distinct topics changed.
+share is summed again once more than MAX_CHANGES distinct topics changed.
 
 The frozen view is the tuple (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing,
 smoothing_cumsum, *index) of kernels/frozen.py, with smoothing's running sum added and the
@@ -186,27 +186,33 @@ def _add_token(k, delta, n_dk, doc_topics, topic_slot, n_doc_topics):
     return n_doc_topics
 
 
-# The changes an entry's share keeps track of before it is summed again.
+# The distinct topics whose changes an entry's share keeps track of before it is summed again.
 MAX_CHANGES = 64
+
+# A share is (n_items (-1: stale, to be summed before the next draw), scanned, summed mass,
+# changed mass, gained mass, n_changes, n_gainers): the mass of its items when summed, what the
+# noted changes added to it in all and in the items whose count rose, the changes noted, and how
+# many of them leave their topic's count above the summed one (so that a gained mass left over
+# from rounding is never drawn from).
+STALE_SHARE = (-1, False, 0.0, 0.0, 0.0, 0, 0)
 
 
 @njit(cache=True, inline="always")
 def forget_share(share, change_slot, change_topics):
-    """The stale share (to be summed before the next draw), with its changes cleared."""
+    """The stale share, with its changes cleared."""
     for s in range(share[5]):
         change_slot[change_topics[s]] = -1
-    return (-1, share[1], 0.0, 0.0, 0.0, 0)
+    return STALE_SHARE
 
 
 @njit(cache=True, inline="always")
 def cache_share(share, w, scanned, alpha, n_dk, doc_topics, n_doc_topics, frozen, word_cum, word_topic, word_coef,
                 change_slot, change_topics):
     """Sum word w's share for the current counts (word_share) into word_cum and start tracking
-    changes against it. A share is (n_items (-1: stale), scanned, summed mass, changed mass,
-    positive changed mass, n_changes)."""
-    share = forget_share(share, change_slot, change_topics)
+    changes against it (STALE_SHARE says what a share holds)."""
+    forget_share(share, change_slot, change_topics)
     n_items = word_share(w, scanned, alpha, n_dk, doc_topics, n_doc_topics, frozen, word_cum, word_topic, word_coef)
-    return (n_items, scanned, word_cum[n_items - 1] if n_items > 0 else 0.0, 0.0, 0.0, 0)
+    return (n_items, scanned, word_cum[n_items - 1] if n_items > 0 else 0.0, 0.0, 0.0, 0, 0)
 
 
 @njit(cache=True, inline="always")
@@ -214,13 +220,13 @@ def note_change(share, k, delta, coef, change_slot, change_topics, change_counts
     """Record n_dk[k] += delta against the summed share: item k's mass moves by delta coef
     (coef = coef[k, w], 0 where k is not in the row). A stale share has nothing to track; a
     full list of changes makes it stale."""
-    n_items, scanned, summed, changed, positive, n_changes = share
+    n_items, scanned, summed, changed, gained, n_changes, n_gainers = share
     if n_items < 0 or coef == 0.0:
         return share
     slot = change_slot[k]
     if slot < 0:
         if n_changes == MAX_CHANGES:
-            return (-1, scanned, summed, changed, positive, n_changes)
+            return (-1, scanned, summed, changed, gained, n_changes, n_gainers)
         slot = n_changes
         change_slot[k] = slot
         change_topics[slot] = k
@@ -228,9 +234,11 @@ def note_change(share, k, delta, coef, change_slot, change_topics, change_counts
         change_coef[slot] = coef
         n_changes += 1
     before = change_counts[slot]
-    change_counts[slot] = before + delta
-    return (n_items, scanned, summed, changed + delta * coef,
-            positive + (max(before + delta, 0) - max(before, 0)) * coef, n_changes)
+    after = before + delta
+    change_counts[slot] = after
+    n_gainers += int(after > 0) - int(before > 0)
+    gained = gained + (max(after, 0) - max(before, 0)) * coef if n_gainers > 0 else 0.0
+    return (n_items, scanned, summed, changed + delta * coef, gained, n_changes, n_gainers)
 
 
 @njit(cache=True, inline="always")
@@ -243,7 +251,7 @@ def draw_token(state, share, w, need_coef, alpha, n_dk, doc_topics, n_doc_topics
     if share[0] < 0:
         share = cache_share(share, w, scans(w, n_doc_topics, frozen), alpha, n_dk, doc_topics, n_doc_topics,
                             frozen, word_cum, word_topic, word_coef, change_slot, change_topics)
-    n_items, scanned, summed, changed, positive, n_changes = share
+    n_items, scanned, summed, changed, gained, n_changes, n_gainers = share
     current = summed + changed
     state, u = next_uniform(state)
     x = u * (current + outside_mass(w, alpha, scanned, doc_mass, frozen))
@@ -254,8 +262,8 @@ def draw_token(state, share, w, need_coef, alpha, n_dk, doc_topics, n_doc_topics
         j = _first_above(word_cum, 0, n_items, x)
         return state, share_topic(j, w, scanned, frozen, word_topic), share_coef(j, w, scanned, frozen, word_coef), share
     # propose from the summed share plus what the items gained (y uniform below their sum)
-    y = x / current * (summed + positive)
-    if y >= summed and positive > 0.0:
+    y = x / current * (summed + gained)
+    if y >= summed and n_gainers > 0:
         y -= summed
         s = 0
         for s in range(n_changes):
@@ -279,7 +287,8 @@ def draw_token(state, share, w, need_coef, alpha, n_dk, doc_topics, n_doc_topics
                                 word_topic, word_coef, change_slot, change_topics)
             state, u = next_uniform(state)
             if share[0] == 0:  # only rounding leads here: the share is empty
-                k = outside_topic(0.0, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass, frozen)
+                x = u * outside_mass(w, alpha, scanned, doc_mass, frozen)
+                k = outside_topic(x, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass, frozen)
                 return state, k, lookup(frozen[6:], w, k) if need_coef else 0.0, share
             j = _first_above(word_cum, 0, share[0], u * share[2])
             k = share_topic(j, w, scanned, frozen, word_topic)
@@ -361,7 +370,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
     n_tokens = 0
     for e in range(entry_words.shape[0]):
         n_tokens += entry_counts[e]
-    share = (-1, False, 0.0, 0.0, 0.0, 0)
+    share = STALE_SHARE
 
     for sweep in range(-1, burnin + samples):  # sweep -1 is the sequential initialisation
         if sweep >= 0:
