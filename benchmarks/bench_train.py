@@ -4,6 +4,7 @@ on one core (parallel efficiency), with peak RSS and the first-minibatch (numba 
     python benchmarks/bench_train.py                       # Gutenberg books, 1000-token sections
     python benchmarks/bench_train.py --store my.zarr -k 100 -k 1000 --docs 20000 --repeat 5
     python benchmarks/bench_train.py --option sampler=mh --option local_step=gibbs
+    python benchmarks/bench_train.py --tomotopy              # and tomotopy's sweeps, side by side
 
 For each K, one process trains `--warm` documents (default: one epoch of the Gutenberg sections,
 so the table is the size it keeps in a long run) and checkpoints; then every timed run resumes a
@@ -13,6 +14,13 @@ across configurations, each in a fresh process: this machine's speed varies by u
 one run to the next (a virtual machine), and the best of several runs is the figure least
 disturbed by it; the median is printed beside it, and for the ratios (parallel efficiency, K
 against K) also the median of the ratios within each round, whose runs follow each other.
+
+With --tomotopy (the `bench` extra), tomotopy's collapsed Gibbs sampler (all cores, the same
+alpha and eta 0.01) also sweeps the same documents at each K, and the two are compared per
+document-sweep: bigtopics' time per document divided by the sweeps it makes on every visit (the
+sequential initialisation, burn-in and saved sweeps), against tomotopy's time per sweep. This
+compares speed only, and how each scales with K; what a sweep buys in held-out score is
+bench_peers.py's question.
 """
 
 from __future__ import annotations
@@ -45,7 +53,27 @@ def warm_child(store: str, run: str, k: int, warm: int, batch_size: int, options
     trainer.step(batch, 0)
     first = time.perf_counter() - start
     trainer.run()
-    return {"first_minibatch_s": first, "warm_seconds": trainer.state.seconds}
+    s = trainer.settings
+    return {"first_minibatch_s": first, "warm_seconds": trainer.state.seconds, "alpha": s.alpha,
+            "sweeps_per_visit": 1 + s.burnin + s.samples if s.local_step == "gibbs" else None}
+
+
+def tomotopy_child(corpus: str, k: int, alpha: float, sweeps: int) -> dict:
+    """tomotopy's sweeps over the documents of `corpus` (peers.peer_corpus) at K: `sweeps`
+    untimed, then `sweeps` timed one by one."""
+    from systems import TomotopySystem, library_version, read_peer_corpus
+
+    system = TomotopySystem(None, corpus, None, k, alpha, 0, None, 0, {})
+    for _ in range(sweeps):
+        system.train_pass()
+    times = []
+    for _ in range(sweeps):
+        start = time.perf_counter()
+        system.train_pass()
+        times.append(time.perf_counter() - start)
+    n_docs = len(read_peer_corpus(corpus)[0]) - 1
+    return {"k": k, "version": library_version("tomotopy"), "eta": system.settings["eta"], "sweep_seconds": times,
+            "s_per_10k_docs_per_sweep": min(times) / n_docs * 10_000}
 
 
 def timed_child(run: str, workers: int, docs: int) -> dict:
@@ -92,6 +120,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a TrainSettings field, e.g. sampler=mh or local_step=vb (repeatable)")
+    parser.add_argument("--tomotopy", action="store_true",
+                        help="also time tomotopy's Gibbs sweeps on the same documents at each K")
+    parser.add_argument("--tomotopy-sweeps", type=int, default=5,
+                        help="tomotopy sweeps timed at each K, after as many untimed")
     parser.add_argument("--json", help="write every run's figures to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -99,10 +131,11 @@ def main() -> None:
     if args.child:
         spec = json.loads(args.child)
         kind = spec.pop("kind")
-        print(json.dumps(warm_child(**spec) if kind == "warm" else timed_child(**spec)))
+        children = {"warm": warm_child, "timed": timed_child, "tomotopy": tomotopy_child}
+        print(json.dumps(children[kind](**spec)))
         return
     from bench_peers import parse_options  # one parser of key=value settings for every benchmark
-    from peers import ensure_store
+    from peers import ensure_store, peer_corpus
     from bigtopics.store import open_store
 
     options = parse_options(args.option)
@@ -114,7 +147,7 @@ def main() -> None:
     worker_counts = sorted(set(args.workers or [cores, 1]), reverse=True)
     ks = args.topics or [100, 1000, 2000]
     work = Path(tempfile.mkdtemp(prefix="bench-train-", dir=cache))
-    warmed, runs = {}, []
+    warmed, runs, peer = {}, [], {}
     try:
         for k in ks:
             warmed[k] = run_child("warm", {"store": store, "run": str(work / f"k{k}"), "k": k, "warm": warm,
@@ -129,6 +162,10 @@ def main() -> None:
                     runs.append(r)
                     print(f"  run {rep + 1}/{args.repeat} K={k:5d} workers={workers}: {r['tokens_per_s']:>10,.0f} "
                           f"tokens/s {r['s_per_10k_docs']:6.2f} s/10k docs", flush=True)
+        for k in ks if args.tomotopy else []:
+            peer[k] = run_child("tomotopy", {"corpus": str(peer_corpus(store)), "k": k,
+                                             "alpha": warmed[k]["alpha"], "sweeps": args.tomotopy_sweeps})
+            print(f"  tomotopy K={k:5d}: {min(peer[k]['sweep_seconds']):.2f} s a sweep", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -170,8 +207,32 @@ def main() -> None:
         print(f"time per 10k documents, K={k} vs K={ks[0]}: {best(k, most) / best(ks[0], most):.2f}x "
               f"(medians: {median(k, most) / median(ks[0], most):.2f}x; "
               f"per round: {per_round((k, most), (ks[0], most)):.2f}x)")
+    if peer:
+        print_peer_comparison(peer, warmed, ks, most, best, args.tomotopy_sweeps)
     if args.json:
-        Path(args.json).write_text(json.dumps({"warm": warmed, "runs": runs, "options": options}, indent=2))
+        Path(args.json).write_text(json.dumps({"warm": warmed, "runs": runs, "options": options, "tomotopy": peer},
+                                              indent=2))
+
+
+def print_peer_comparison(peer: dict, warmed: dict, ks: list, workers: int, best, sweeps: int) -> None:
+    """bigtopics against tomotopy per document-sweep at each K, and how each grows with K."""
+    first = peer[ks[0]]
+    print(f"\ntomotopy {first['version']} on the same documents (collapsed Gibbs, all cores, the same alpha, eta "
+          f"{first['eta']:.2g}): seconds per sweep of 10k documents, best of {sweeps}")
+    sweep_seconds = {}
+    for k in ks:
+        visit = warmed[k]["sweeps_per_visit"]
+        theirs = peer[k]["s_per_10k_docs_per_sweep"]
+        if visit is None:
+            print(f"  K={k}: tomotopy {theirs:.3f} (bigtopics' local step makes no sweeps to compare)")
+            continue
+        sweep_seconds[k] = best(k, workers) / visit
+        print(f"  K={k}: tomotopy {theirs:.3f}, bigtopics {sweep_seconds[k]:.3f} ({best(k, workers):.2f} s per 10k "
+              f"documents / {visit} sweeps a visit): bigtopics takes {sweep_seconds[k] / theirs:.2f}x tomotopy's time")
+    for k in ks[1:]:
+        growth = f", bigtopics {sweep_seconds[k] / sweep_seconds[ks[0]]:.2f}x" if k in sweep_seconds else ""
+        print(f"time per sweep, K={k} vs K={ks[0]}: tomotopy "
+              f"{peer[k]['s_per_10k_docs_per_sweep'] / first['s_per_10k_docs_per_sweep']:.2f}x{growth}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The training benchmarks run end to end on a tiny synthetic store (they need no peer library)."""
+"""The training benchmarks run end to end on a tiny synthetic store (tomotopy only where it is installed)."""
 
 import json
 import subprocess
@@ -35,6 +35,16 @@ def test_bench_train(store, tmp_path):
     runs = json.loads(figures.read_text())["runs"]
     assert {(r["k"], r["workers"]) for r in runs} == {(4, 1), (8, 1), (4, 2), (8, 2)}
     assert all(r["docs"] >= 96 and r["tokens_per_s"] > 0 for r in runs)
+
+
+def test_bench_train_beside_tomotopy(store, tmp_path):
+    pytest.importorskip("tomotopy")
+    figures = tmp_path / "train.json"
+    out = run("bench_train.py", "--store", store, "-k", 4, "-k", 8, "--warm", 64, "--docs", 96, "--batch-size", 32,
+              "--repeat", 1, "--workers", 1, "--tomotopy", "--tomotopy-sweeps", 2, "--json", figures)
+    assert "bigtopics takes" in out and "time per sweep, K=8 vs K=4: tomotopy" in out
+    peer = json.loads(figures.read_text())["tomotopy"]
+    assert sorted(peer) == ["4", "8"] and all(len(p["sweep_seconds"]) == 2 for p in peer.values())
 
 
 def test_bench_local_steps(store, tmp_path):
