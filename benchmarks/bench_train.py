@@ -58,10 +58,10 @@ def warm_child(store: str, run: str, k: int, warm: int, batch_size: int, options
             "sweeps_per_visit": 1 + s.burnin + s.samples if s.local_step == "gibbs" else None}
 
 
-def tomotopy_child(corpus: str, k: int, alpha: float, sweeps: int) -> dict:
-    """tomotopy's sweeps over the documents of `corpus` (peers.peer_corpus) at K: `sweeps`
-    untimed, then `sweeps` timed one by one."""
-    from systems import TomotopySystem, library_version, read_peer_corpus
+def tomotopy_child(corpus: str, n_docs: int, k: int, alpha: float, sweeps: int) -> dict:
+    """tomotopy's sweeps over the n_docs documents of `corpus` (peers.peer_corpus) at K:
+    `sweeps` untimed, then `sweeps` timed one by one."""
+    from systems import TomotopySystem, library_version
 
     system = TomotopySystem(None, corpus, None, k, alpha, 0, None, 0, {})
     for _ in range(sweeps):
@@ -71,7 +71,6 @@ def tomotopy_child(corpus: str, k: int, alpha: float, sweeps: int) -> dict:
         start = time.perf_counter()
         system.train_pass()
         times.append(time.perf_counter() - start)
-    n_docs = len(read_peer_corpus(corpus)[0]) - 1
     return {"k": k, "version": library_version("tomotopy"), "eta": system.settings["eta"], "sweep_seconds": times,
             "s_per_10k_docs_per_sweep": min(times) / n_docs * 10_000}
 
@@ -142,7 +141,8 @@ def main() -> None:
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     store = args.store or str(ensure_store(Path(args.corpus), cache, args.section_tokens))
-    warm = args.warm or open_store(store).n_docs
+    n_docs = open_store(store).n_docs
+    warm = args.warm or n_docs
     cores = os.cpu_count() or 1
     worker_counts = sorted(set(args.workers or [cores, 1]), reverse=True)
     ks = args.topics or [100, 1000, 2000]
@@ -162,9 +162,10 @@ def main() -> None:
                     runs.append(r)
                     print(f"  run {rep + 1}/{args.repeat} K={k:5d} workers={workers}: {r['tokens_per_s']:>10,.0f} "
                           f"tokens/s {r['s_per_10k_docs']:6.2f} s/10k docs", flush=True)
+        corpus = str(peer_corpus(store)) if args.tomotopy else None
         for k in ks if args.tomotopy else []:
-            peer[k] = run_child("tomotopy", {"corpus": str(peer_corpus(store)), "k": k,
-                                             "alpha": warmed[k]["alpha"], "sweeps": args.tomotopy_sweeps})
+            peer[k] = run_child("tomotopy", {"corpus": corpus, "n_docs": n_docs, "k": k, "alpha": warmed[k]["alpha"],
+                                             "sweeps": args.tomotopy_sweeps})
             print(f"  tomotopy K={k:5d}: {min(peer[k]['sweep_seconds']):.2f} s a sweep", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
