@@ -44,7 +44,8 @@ def curve_child(store: str, step: str, k: int, batch_size: int, top_l: int, held
                 max_seconds: float) -> dict:
     """Train one step for max_seconds of loop time, scoring the held-out documents as it goes."""
     from bigtopics.minibatches import read_ahead
-    from bigtopics.trainer import TrainSettings, Trainer
+    from bigtopics.settings import TrainSettings
+    from bigtopics.trainer import Trainer
     from systems import compile_kernels
 
     settings = TrainSettings(n_topics=k, batch_size=batch_size, heldout=heldout, epochs=1_000_000,

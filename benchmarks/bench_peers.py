@@ -55,7 +55,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402  (benchmarks/peers.py, beside this file)
 import systems  # noqa: E402
-from bigtopics.trainer import ALPHA_SUM  # noqa: E402
+from bigtopics.settings import ALPHA_SUM  # noqa: E402
 
 REUTERS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "reuters21578" / "docs.jsonl.gz"
 PEER_MODULES = {"tomotopy": "tomotopy", "gensim": "gensim", "sklearn": "sklearn"}
@@ -189,7 +189,7 @@ def alpha_for(k: int, args) -> float:
 def parse_options(pairs: list[str]) -> dict:
     """key=value pairs of TrainSettings fields (--bigtopics-option here, --option in bench_train.py),
     typed like the fields."""
-    from bigtopics.trainer import TrainSettings
+    from bigtopics.settings import TrainSettings
 
     fields = {f.name: f for f in dataclasses.fields(TrainSettings) if f.name not in HARNESS_SETTINGS}
     options = {}

@@ -29,7 +29,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bigtopics.trainer import ALPHA_SUM  # noqa: E402  (the trainer's default alpha = ALPHA_SUM / K)
+from bigtopics.settings import ALPHA_SUM  # noqa: E402  (the trainer's default alpha = ALPHA_SUM / K)
 
 PAPER_DOCS, PAPER_TOKENS = 44_000_000, 33_000_000_000
 # 2 cores against 1 at K = 1000, the scale run's K (benchmarks/RESULTS.md, "Training throughput",
@@ -85,7 +85,7 @@ def summarise(args, store: Path, run: Path, generate_seconds: float | None) -> d
     from bigtopics.model import load_model
     from bigtopics.store import open_store
     from bigtopics.synth import topic_recovery, truth_path
-    from bigtopics.trainer import read_metrics
+    from bigtopics.rundir import read_metrics
 
     s = open_store(store)
     metrics = read_metrics(run / "metrics.jsonl")

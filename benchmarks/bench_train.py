@@ -42,7 +42,8 @@ DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "g
 
 def warm_child(store: str, run: str, k: int, warm: int, batch_size: int, options: dict) -> dict:
     """Train `warm` documents into `run` (all cores) and checkpoint; time the first minibatch."""
-    from bigtopics.trainer import TrainSettings, Trainer
+    from bigtopics.settings import TrainSettings
+    from bigtopics.trainer import Trainer
 
     settings = TrainSettings(n_topics=k, batch_size=batch_size, max_docs=warm, epochs=1_000_000,
                              checkpoint_every="1000000", **options)

@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 
 from bigtopics.atomic import atomic_write_bytes
-from bigtopics.evaluate import heldout_loglik, umass_coherence
+from bigtopics.evaluate import umass_coherence
+from bigtopics.heldout import heldout_loglik
 from bigtopics.local_step import Minibatch
 from bigtopics.minibatches import read_documents
 from bigtopics.store import StoreWriter, index_dtype_for, open_store
-from bigtopics.trainer import heldout_documents
+from bigtopics.heldout import heldout_documents
 
 # The evaluator's smoothing: p(w|k) = (P[k, w] + EVAL_ETA) / (1 + V EVAL_ETA), equal to P[k, w]
 # in float64 for any P[k, w] above ~1e-14 (and never zero, so log p stays finite).

@@ -75,7 +75,8 @@ class BigtopicsSystem:
 
     def __init__(self, store_path, corpus_path, work: Path, k: int, alpha: float, seed: int, batch_size: int,
                  workers: int, options: dict):
-        from bigtopics.trainer import TrainSettings, Trainer
+        from bigtopics.settings import TrainSettings
+    from bigtopics.trainer import Trainer
 
         s = TrainSettings(**{"n_topics": k, "alpha": alpha, "seed": seed, "batch_size": batch_size,
                              "workers": workers, "epochs": 1_000_000, **options})  # batch_size None: its default

@@ -13,7 +13,8 @@ from .infer import InferSettings, infer
 from .ingest import ingest
 from .model import Model, load_model
 from .store import CSRBlock, Store, StoreError, StoreWriter, open_store
-from .trainer import TrainSettings, Trainer, resume, train
+from .settings import TrainSettings
+from .trainer import Trainer, resume, train
 
 __all__ = [
     "CSRBlock", "InferSettings", "Model", "Store", "StoreError", "StoreWriter", "TrainSettings", "Trainer",

@@ -133,7 +133,7 @@ def info(path, n_top):
 
     from .ingest import describe_store
     from .store import open_store
-    from .trainer import SETTINGS_NAME, describe_run
+    from .rundir import SETTINGS_NAME, describe_run
 
     if (Path(path) / SETTINGS_NAME).exists():
         click.echo(describe_run(path))
@@ -155,7 +155,8 @@ def demo(workdir, n_topics, epochs):
 
     from .ingest import ingest as run_ingest
     from .model import load_model
-    from .trainer import TrainSettings, train as run_train
+    from .settings import TrainSettings
+    from .trainer import train as run_train
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -232,7 +233,8 @@ def demo(workdir, n_topics, epochs):
 def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given):
     """Train a topic model on STORE (written by `bigtopics ingest`), or resume a run."""
     from .memory import format_bytes, peak_rss_bytes
-    from .trainer import TrainSettings, Trainer, parse_interval
+    from .settings import TrainSettings, parse_interval
+    from .trainer import Trainer
 
     given = {k: v for k, v in given.items() if v is not None}
     _, snapshot_seconds = parse_interval(snapshot_every, "snapshot interval")

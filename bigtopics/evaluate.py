@@ -1,15 +1,7 @@
 """Judging a model: held-out likelihood and per-topic diagnostics (algorithms.md, "Evaluation").
 
-Held-out log-likelihood per token, with the topics' point estimates p(w | k) fixed:
-  - left-to-right (Wallach et al. 2009): log p(w_d) = sum_n log p(w_n | w_<n), each factor
-    averaged over `particles` sequentially sampled topic assignments; a bag of words is read in
-    an order shuffled by the document's own random stream. With `resample` (Wallach's algorithm
-    3) the earlier assignments are swept again at every position: cost quadratic in the
-    document's length, so pass resample=False for long documents.
-  - document completion (Wang et al. 2011): the document's tokens are split at random, the
-    first `fraction` observed; theta is fitted on them by Gibbs sampling with the topics fixed
-    and the rest scored by log sum_k theta_k p(w | k).
-Perplexity = exp(-log-likelihood per token).
+Held-out likelihood is in heldout.py; this module adds the per-topic diagnostics and the
+`bigtopics evaluate` command.
 
 Topic diagnostics, streamed over a store block by block: UMass coherence of the top words
 (Mimno et al. 2011), size in tokens, entropy of p(w | k) (nats), stored words, and the share of
@@ -27,139 +19,15 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import atomic_write_bytes
-from .infer import (DocTopics, InferSettings, block_minibatch, check_vocabulary, fit_topic_counts,
-                    frozen_point_estimates, infer_block)
-from .kernels.evaluate import completion_loglik, count_cooccurrences, left_to_right_batch
-from .kernels.ranges import even_ranges
-from .kernels.rng import stream_seeds
-from .local_step import Minibatch
-from .minibatches import read_documents
+from .infer import (DocTopics, InferSettings, check_vocabulary, infer_block)
+from .kernels.evaluate import count_cooccurrences
 from .model import Model, load_model
+from .heldout import METHODS, heldout_documents, heldout_scores
 from .progress import Progress
+from .rundir import SETTINGS_NAME
 from .store import Store, open_store
 
-METHODS = ("left-to-right", "completion")
-# "epochs" of the random streams used here: disjoint from training's and inference's
-LEFT_TO_RIGHT_STREAM = 0x2E0000
-SPLIT_STREAM = 0x2E0001
-COMPLETION_STREAM = 0x2E0002
 EVALUATION_NAME = "evaluation.json"
-
-
-# -- held-out likelihood ------------------------------------------------------------------------
-def heldout_loglik(source, batch: Minibatch, *, alpha: float, eta: float, seed: int,
-                   method: str = "left-to-right", particles: int = 10, resample: bool = True,
-                   fraction: float = 0.5, burnin: int = 10, samples: int = 10,
-                   n_workers: int = 1) -> tuple[float, int]:
-    """(total log-likelihood, tokens scored) of a batch of held-out documents.
-
-    `source` has rows(words), topic_totals() and n_words (a Model or the live TopicWordTable).
-    left-to-right scores every token (particles, resample); completion scores the tokens not in
-    the observed `fraction` of each document, fitting theta with burnin + samples sweeps.
-    """
-    if method == "left-to-right":
-        if particles < 1:
-            raise ValueError("at least one particle is needed")
-        return _left_to_right(source, batch, alpha, eta, seed, particles, resample, n_workers), batch.n_tokens
-    if method == "completion":
-        if not 0 < fraction < 1:
-            raise ValueError(f"the observed fraction must be in (0, 1) (got {fraction})")
-        return _completion(source, batch, alpha, eta, seed, fraction, burnin, samples, n_workers)
-    raise ValueError(f"unknown held-out method {method!r}; choose one of {', '.join(METHODS)}")
-
-
-def _left_to_right(source, batch, alpha, eta, seed, particles, resample, n_workers) -> float:
-    if batch.n_tokens == 0:
-        return 0.0
-    frozen = frozen_point_estimates(source, batch.distinct_words(), eta)
-    local_words = frozen.local_ids(batch.words)
-    counts = np.asarray(batch.counts, np.int32)
-    token_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])[batch.indptr]
-    bounds = even_ranges(token_starts, n_workers)
-    out = np.zeros(batch.n_docs)
-    left_to_right_batch(np.asarray(batch.indptr, np.int64), local_words, counts,
-                        batch.doc_seeds(seed, LEFT_TO_RIGHT_STREAM), bounds, float(alpha), int(particles),
-                        bool(resample), int(np.diff(token_starts).max(initial=1)),
-                        int(np.diff(frozen.row_indptr).max(initial=1)), frozen.kernel_view(), out)
-    return float(out.sum())
-
-
-def split_tokens(batch: Minibatch, fraction: float, seed: int) -> tuple[Minibatch, Minibatch]:
-    """Split every document's tokens at random: floor(fraction * N_d) observed, the rest held out.
-
-    Which tokens are observed depends only on (seed, document number), not on the batch.
-    """
-    counts = np.asarray(batch.counts, np.int64)
-    entry_doc = np.repeat(np.arange(batch.n_docs), np.diff(batch.indptr))
-    token_entry = np.repeat(np.arange(len(counts)), counts)
-    token_doc = entry_doc[token_entry]
-    doc_tokens = np.bincount(token_doc, minlength=batch.n_docs)
-    first = np.concatenate([[0], np.cumsum(doc_tokens)])
-    position = np.arange(len(token_entry)) - first[token_doc]
-    items = (batch.doc_numbers[token_doc].astype(np.uint64) << np.uint64(32)) | position.astype(np.uint64)
-    keys = stream_seeds(np.uint64(seed), np.uint64(SPLIT_STREAM), items)
-    order = np.lexsort((keys, token_doc))  # tokens grouped by document, in random order
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order)) - first[token_doc[order]]
-    observed = rank < np.floor(fraction * doc_tokens[token_doc])
-    return _entries_of(batch, token_entry[observed]), _entries_of(batch, token_entry[~observed])
-
-
-def _entries_of(batch: Minibatch, token_entry: np.ndarray) -> Minibatch:
-    """The batch restricted to the tokens listed by their entries (ascending entry order kept)."""
-    entry_counts = np.bincount(token_entry, minlength=len(batch.counts))
-    keep = entry_counts > 0
-    entry_doc = np.repeat(np.arange(batch.n_docs), np.diff(batch.indptr))
-    indptr = np.zeros(batch.n_docs + 1, np.int64)
-    np.cumsum(np.bincount(entry_doc[keep], minlength=batch.n_docs), out=indptr[1:])
-    return Minibatch(batch.doc_numbers, indptr, np.asarray(batch.words)[keep], entry_counts[keep])
-
-
-def _completion(source, batch, alpha, eta, seed, fraction, burnin, samples, n_workers) -> tuple[float, int]:
-    observed, held = split_tokens(batch, fraction, seed)
-    if held.n_tokens == 0:
-        return 0.0, 0
-    fit = fit_topic_counts(source, observed, alpha=alpha, eta=eta,
-                           seeds=observed.doc_seeds(seed, COMPLETION_STREAM), burnin=burnin, samples=samples,
-                           n_workers=n_workers)
-    frozen = frozen_point_estimates(source, held.distinct_words(), eta)
-    local_words = frozen.local_ids(held.words)
-    per_doc = completion_loglik(held.indptr, local_words, np.asarray(held.counts, np.int64), fit[0],
-                                fit[1].astype(np.int32), fit[2], float(alpha), frozen.kernel_view())
-    return float(per_doc.sum()), held.n_tokens
-
-
-def heldout_scores(model: Model, store: Store, *, max_docs: int = 1000, seed: int = 0,
-                   methods=METHODS, particles: int = 10, resample: bool = True, fraction: float = 0.5,
-                   n_workers: int = 1, quiet: bool = True, doc_numbers: np.ndarray | None = None) -> dict:
-    """Held-out log-likelihood per token and perplexity, for each method, of the first `max_docs`
-    documents of a store (streamed block by block) or of the given document numbers (the
-    documents a run held out of training)."""
-    check_vocabulary(model, store)
-    if doc_numbers is None:
-        n_docs = min(max_docs, store.n_docs)
-        batches = (block_minibatch(block) for block in store.iter_blocks(stop=n_docs))
-    else:
-        doc_numbers = np.asarray(doc_numbers, np.int64)[:max_docs]
-        n_docs = len(doc_numbers)
-        batches = (read_documents(store, doc_numbers[lo:lo + 1000]) for lo in range(0, n_docs, 1000))
-    totals = {m: [0.0, 0] for m in methods}
-    with Progress("held-out", total=n_docs * len(methods), unit="docs", quiet=quiet) as progress:
-        for batch in batches:
-            for method in methods:
-                loglik, tokens = heldout_loglik(model, batch, alpha=model.alpha, eta=model.eta, seed=seed,
-                                                method=method, particles=particles, resample=resample,
-                                                fraction=fraction, n_workers=n_workers)
-                totals[method][0] += loglik
-                totals[method][1] += tokens
-                progress.update(batch.n_docs)
-    out = {"store": str(store.path), "n_docs": n_docs, "seed": seed,
-           "settings": {"particles": particles, "resample": resample, "fraction": fraction}}
-    for method, (loglik, tokens) in totals.items():
-        per_token = loglik / tokens if tokens else float("nan")
-        out[method] = {"loglik": loglik, "tokens": tokens, "loglik_per_token": per_token,
-                       "perplexity": math.exp(-per_token) if tokens else float("nan")}
-    return out
 
 
 # -- topic diagnostics ----------------------------------------------------------------------------
@@ -339,8 +207,6 @@ def current_evaluation(run, model: Model) -> tuple[dict[int, dict], str | None]:
 
 def _run_heldout_documents(run, store) -> np.ndarray | None:
     """The documents `bigtopics train --heldout N` kept out of training, when `store` is the run's."""
-    from .trainer import SETTINGS_NAME, heldout_documents
-
     path = Path(run) / SETTINGS_NAME
     if store is None or not path.exists():
         return None

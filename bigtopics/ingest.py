@@ -487,7 +487,7 @@ def read_vocabulary(source: str | os.PathLike) -> FixedVocabulary:
     A run is read through the store its settings.json names (that store records the tokenizer;
     a model records only the training settings and its store's fingerprint), or through its
     model if that store is gone."""
-    from .trainer import SETTINGS_NAME  # here: ingest workers need no trainer
+    from .rundir import SETTINGS_NAME
 
     path = Path(source)
     if (path / SETTINGS_NAME).is_file():

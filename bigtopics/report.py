@@ -21,7 +21,7 @@ from .evaluate import current_evaluation, top_word_ids
 from .infer import DocTopics
 from .model import Model, load_model
 from .store import StoreError, open_store
-from .trainer import METRICS_NAME
+from .rundir import METRICS_NAME
 
 REPORT_NAME = "report.html"
 REPORT_TITLE = "bigtopics report: "  # also how an earlier report is recognised, to be replaced

@@ -17,14 +17,13 @@ exclude_own the saved assignments (assignments/), and model.zarr (a snapshot eve
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import sys
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numba
@@ -32,156 +31,22 @@ import numpy as np
 
 from .assignments import SavedAssignments, assignment_bytes
 from .atomic import atomic_write_bytes
-from .checkpoints import (CheckpointError, CheckpointInfo, list_checkpoints, load_latest_checkpoint,
-                          read_checkpoint_meta, remove_temporaries, save_checkpoint)
-from .local_step import BETA_ESTIMATES, FrozenTopics, gibbs_local_step
+from .heldout import heldout_documents, heldout_loglik
+from .checkpoints import (CheckpointInfo, load_latest_checkpoint,
+                          remove_temporaries, save_checkpoint)
+from .local_step import FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
 from .minibatches import MinibatchStream, read_ahead, read_documents
 from .model import MODEL_NAME, write_model
 from .outputs import check_output, holds_files, read_json
-from .progress import Progress, format_duration
+from .progress import Progress
 from .store import Store, open_store
+from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, RunLock, RunState, fresh_dir,
+                     read_metrics, read_settings)
+from .settings import TrainSettings, learning_rate, parse_interval, recorded_settings
 from .topic_word import TopicWordTable
 
-SETTINGS_NAME = "settings.json"
-METRICS_NAME = "metrics.jsonl"
-TABLE_DIR = "table"
-ASSIGNMENTS_DIR = "assignments"
-LOCAL_STEPS = ("gibbs", "vb", "lsparse", "scvb0")
-SAMPLERS = ("buckets", "alias", "mh")
-# The default document-topic prior sums to this over the topics (alpha = 5 / K), as MALLET's. With
-# a fixed alpha, documents spread over more topics as K grows (alpha K pseudo-counts against their
-# length), which costs both held-out likelihood and sampler time (benchmarks/RESULTS.md, choosing
-# the defaults).
-ALPHA_SUM = 5.0
-# (batch_size, burnin, samples) when not given, by exclude_own (benchmarks/RESULTS.md, "Choosing
-# the defaults"). A single pass: 1024 documents and 3 + 3 sweeps, ahead of 2 + 2 at every budget
-# and level with 4 + 4 per second. Revisiting documents without their own statistics, 4 + 4
-# sweeps and 512 documents reach a given score sooner and end better at K = 100 and 1000.
-SAMPLING_DEFAULTS = {False: (1024, 3, 3), True: (512, 4, 4)}
-# Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
 TABLE_BYTES_PER_ENTRY = 24
-
-
-@dataclass
-class TrainSettings:
-    """Everything that defines a training run (defaults follow the paper's findings)."""
-
-    n_topics: int
-    alpha: float | None = None  # None: ALPHA_SUM / K, MALLET's convention (default_alpha)
-    eta: float | None = None  # None: 0.5 for the paper's geometric Gibbs step, else 0.01 (default_eta)
-    kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
-    tau0: float = 1.0
-    batch_size: int | None = None  # None: from SAMPLING_DEFAULTS
-    burnin: int | None = None  # None: from SAMPLING_DEFAULTS (scvb0: passes per document)
-    samples: int | None = None
-    local_step: str = "gibbs"  # gibbs | vb | lsparse | scvb0 (algorithms.md sections 1-4)
-    sampler: str = "buckets"  # the Gibbs draw: buckets | alias | mh (kernels/gibbs.py, kernels/alias_gibbs.py)
-    beta_estimate: str = "mean"  # gibbs: beta in the conditional, mean | geometric (kernels/frozen.py; README)
-    mh_steps: int = 2  # mh: Metropolis-Hastings steps per token (alternately word and document proposals)
-    top_l: int = 8  # lsparse: responsibilities kept per token
-    vb_iterations: int = 100  # vb, lsparse: cap on the per-document fixed-point iterations
-    seed: int = 0
-    epochs: int = 1
-    max_docs: int | None = None
-    drop_below: float = 0.01
-    reset_below: float = 1e-4
-    workers: int = 0  # 0: all cores
-    window_blocks: int = 16
-    # gibbs: sample each minibatch against the topics without its documents' statistics from their
-    # previous visit (assignments.py); None: on when the run makes more than one epoch
-    exclude_own: bool | None = None
-    heldout: int = 0  # documents held out of training and scored as it goes
-    heldout_every: str = "5m"  # how often to score them (minibatches or a duration)
-    checkpoint_every: str = "30m"  # minibatches ("200") or a duration ("30m", "2h", "90s")
-    keep_checkpoints: int = 3
-
-    # What a resumed run may change; everything else defines the model and must stay.
-    CHANGEABLE = ("epochs", "max_docs", "workers", "checkpoint_every", "keep_checkpoints", "heldout_every")
-
-    def __post_init__(self):
-        if self.alpha is None and self.n_topics >= 1:
-            self.alpha = ALPHA_SUM / self.n_topics
-        if self.eta is None:
-            self.eta = default_eta(self.local_step, self.beta_estimate)
-        if self.exclude_own is None:
-            self.exclude_own = self.local_step == "gibbs" and self.epochs > 1
-        batch_size, burnin, samples = SAMPLING_DEFAULTS[bool(self.exclude_own)]
-        self.batch_size = batch_size if self.batch_size is None else self.batch_size
-        self.burnin = burnin if self.burnin is None else self.burnin
-        self.samples = samples if self.samples is None else self.samples
-
-    def validate(self) -> None:
-        checks = [
-            (self.n_topics >= 1, f"the number of topics must be at least 1 (got {self.n_topics})"),
-            (self.alpha is not None and self.alpha > 0, f"alpha must be positive (got {self.alpha})"),
-            (self.eta > 0, f"eta must be positive (got {self.eta})"),
-            (0.5 < self.kappa <= 1, f"kappa must be in (0.5, 1] for convergence (got {self.kappa})"),
-            (self.tau0 >= 0, f"tau0 must be non-negative (got {self.tau0})"),
-            (self.batch_size >= 1, f"the batch size must be at least 1 (got {self.batch_size})"),
-            (self.burnin >= 0, f"burnin must be non-negative (got {self.burnin})"),
-            (self.samples >= 1, f"samples must be at least 1 (got {self.samples})"),
-            (self.local_step in LOCAL_STEPS,
-             f"unknown local step {self.local_step!r}; choose one of {', '.join(LOCAL_STEPS)}"),
-            (self.sampler in SAMPLERS, f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}"),
-            (self.beta_estimate in BETA_ESTIMATES,
-             f"unknown estimate of beta {self.beta_estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}"),
-            (not self.exclude_own or self.local_step == "gibbs",
-             f"exclude-own needs the gibbs local step (got {self.local_step!r})"),
-            (self.mh_steps >= 1, f"mh-steps must be at least 1 (got {self.mh_steps})"),
-            (self.top_l >= 1, f"top-l must be at least 1 (got {self.top_l}); more than K means dense"),
-            (self.vb_iterations >= 1, "vb-iterations must be at least 1"),
-            (self.epochs >= 1, f"epochs must be at least 1 (got {self.epochs})"),
-            (self.max_docs is None or self.max_docs >= 1, "max-docs must be at least 1"),
-            (self.drop_below >= 0, "the drop threshold must be non-negative"),
-            (0 < self.reset_below < 1, "reset-below must be in (0, 1)"),
-            (self.workers >= 0, "workers must be non-negative"),
-            (self.keep_checkpoints >= 1, "keep at least one checkpoint"),
-            (self.heldout >= 0, "the number of held-out documents must be non-negative"),
-            (0 <= self.seed < 2**63, f"the seed must be an integer in [0, 2**63) (got {self.seed})"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
-        parse_interval(self.checkpoint_every)
-        parse_interval(self.heldout_every, "held-out interval")
-
-    @property
-    def n_workers(self) -> int:
-        return self.workers or os.cpu_count() or 1
-
-
-def default_eta(local_step: str, beta_estimate: str) -> float:
-    """The topic-word prior when none is given. Gibbs steps on exp(E[log beta]) need eta near 0.5:
-    e^psi(x) is explosive near 0, so a small eta lets the first topic that samples a word keep it
-    (Mimno et al. 2012 found 0.4-0.6 best). With the mean of beta, a small eta is right, as in
-    MALLET, tomotopy and gensim: eta = 0.5 puts V/2 pseudo-counts in every topic, which swamps
-    the topics of a small corpus (benchmarks/RESULTS.md, choosing the defaults)."""
-    return 0.5 if local_step == "gibbs" and beta_estimate == "geometric" else 0.01
-
-
-def parse_interval(text: str, what: str = "checkpoint interval") -> tuple[int | None, float | None]:
-    """'200' -> (200 minibatches, None); '30m', '2h', '90s' -> (None, seconds)."""
-    text = str(text).strip().lower()
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    try:
-        if text and text[-1] in units:
-            seconds = float(text[:-1]) * units[text[-1]]
-            if seconds > 0:
-                return None, seconds
-        elif int(text) > 0:
-            return int(text), None
-    except ValueError:
-        pass
-    raise ValueError(f"{what} {text!r}: give a number of minibatches (200) or a duration (30m, 2h)")
-
-
-def heldout_documents(n_docs: int, n_heldout: int, seed: int) -> np.ndarray:
-    """The document numbers held out of training: a sample fixed by the seed, ascending."""
-    if n_heldout <= 0:
-        return np.zeros(0, np.int64)
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0xE7A1])))
-    return np.sort(rng.choice(n_docs, size=n_heldout, replace=False)).astype(np.int64)
 
 
 def local_step(s: TrainSettings, table: TopicWordTable, batch, epoch: int,
@@ -212,23 +77,6 @@ def local_step(s: TrainSettings, table: TopicWordTable, batch, epoch: int,
                                          n_workers=s.n_workers)
     return variational.lsparse_local_step(batch, frozen, seeds, alpha=s.alpha, top_l=min(s.top_l, s.n_topics),
                                           max_iterations=s.vb_iterations, n_workers=s.n_workers)
-
-
-def learning_rate(step: int, tau0: float, kappa: float) -> float:
-    """rho_t = (tau0 + t)^-kappa for steps t = 1, 2, ..."""
-    return float((tau0 + step) ** -kappa)
-
-
-@dataclass
-class RunState:
-    """Where a run stands."""
-
-    epoch: int = 0
-    batch_in_epoch: int = 0
-    step: int = 0
-    docs_seen: int = 0
-    tokens_seen: int = 0
-    seconds: float = 0.0
 
 
 def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> None:
@@ -309,7 +157,7 @@ class Trainer:
         """
         run_dir = Path(run_dir)
         options = options or {}
-        record = _read_settings(run_dir)
+        record = read_settings(run_dir)
         settings = recorded_settings(record)
         refused = {k: v for k, v in changes.items()
                    if v is not None and k not in TrainSettings.CHANGEABLE and v != getattr(settings, k)}
@@ -336,7 +184,7 @@ class Trainer:
         meta, arrays, info = load_latest_checkpoint(run_dir)
         saved = arrays.pop("saved_assignments", None)
         trainer.table = TopicWordTable.from_state(
-            {**arrays, **meta["table_scalars"]}, directory=_fresh_dir(run_dir / TABLE_DIR))
+            {**arrays, **meta["table_scalars"]}, directory=fresh_dir(run_dir / TABLE_DIR))
         trainer._open_saved(saved)
         trainer.state = RunState(**meta["state"])
         trainer.resumed_from = info
@@ -411,7 +259,7 @@ class Trainer:
         that drive step() themselves call it directly)."""
         s = self.settings
         self._start_run_dir(overwrite)
-        self.table = TopicWordTable(s.n_topics, self.store.n_words, directory=_fresh_dir(self.run_dir / TABLE_DIR))
+        self.table = TopicWordTable(s.n_topics, self.store.n_words, directory=fresh_dir(self.run_dir / TABLE_DIR))
         self.table.drop_below = s.drop_below
         self.table.reset_below = s.reset_below
         self._open_saved(None)
@@ -420,7 +268,7 @@ class Trainer:
     def _open_saved(self, saved: np.ndarray | None) -> None:
         s = self.settings
         if s.exclude_own:
-            self.saved = SavedAssignments(self.store, s.n_topics, s.samples, _fresh_dir(self.run_dir / ASSIGNMENTS_DIR),
+            self.saved = SavedAssignments(self.store, s.n_topics, s.samples, fresh_dir(self.run_dir / ASSIGNMENTS_DIR),
                                           saved)
 
     def run(self, overwrite: bool = False) -> Path:
@@ -513,8 +361,6 @@ class Trainer:
     def heldout_score(self) -> float:
         """Held-out log-likelihood per token of the current topics (left-to-right, Wallach et al.
         2009, without resampling so that long documents stay affordable)."""
-        from .evaluate import heldout_loglik
-
         if self._heldout_batch is None:
             self._heldout_batch = read_documents(self.store, self.heldout_docs)
         s = self.settings
@@ -573,31 +419,6 @@ class Trainer:
         return out
 
 
-class RunLock:
-    """An exclusive lock on a run directory, so two trainers never share one (a second
-    `--resume` while the first still runs would delete the first's memory-mapped table)."""
-
-    def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / ".lock"
-        self.handle = None
-
-    def acquire(self) -> None:
-        import fcntl
-
-        self.handle = open(self.path, "w")
-        try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.handle.close()
-            self.handle = None
-            raise FileExistsError(f"{self.path.parent} is in use by another bigtopics train process") from None
-
-    def release(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
-
-
 class _StopOnSignal:
     """First Ctrl-C or SIGTERM: finish the minibatch, checkpoint, stop. A second: exit at once."""
 
@@ -623,38 +444,6 @@ class _StopOnSignal:
             signal.signal(signum, handler)
 
 
-def _fresh_dir(path: Path) -> Path:
-    """An empty directory for memory-mapped arrays (the table, the saved assignments), whose files
-    are rebuilt on every start."""
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path
-
-
-def read_metrics(path) -> list[dict]:
-    """The records of a metrics log; a line torn by a crash (partial, or zeros) is skipped."""
-    records = []
-    for line in Path(path).read_text(errors="replace").splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return [r for r in records if isinstance(r, dict) and "minibatch" in r]
-
-
-def _read_settings(run_dir: Path) -> dict:
-    path = Path(run_dir) / SETTINGS_NAME
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a training run (no {SETTINGS_NAME})")
-    return json.loads(path.read_text())
-
-
-def recorded_settings(record: dict) -> TrainSettings:
-    """The settings of a run as settings.json records them; a run from before exclude_own
-    existed trained without it."""
-    return TrainSettings(**{"exclude_own": False, **record["settings"]})
-
-
 def train(store_path, run_dir, settings: TrainSettings, *, overwrite: bool = False, quiet: bool = False,
           **options) -> Path:
     """Train a model on a store; returns the path of the written model (`<run_dir>/model.zarr`)."""
@@ -666,36 +455,3 @@ def resume(run_dir, *, quiet: bool = False, options: dict | None = None, store=N
     return Trainer.resume(run_dir, quiet=quiet, options=options, store=store, **changes).run()
 
 
-def describe_run(run_dir) -> str:
-    """A readable summary of a run: settings, progress, checkpoints and model (`bigtopics info`)."""
-    run_dir = Path(run_dir)
-    record = _read_settings(run_dir)
-    settings = recorded_settings(record)
-    lines = [f"training run {run_dir}", f"  store            {record['store']}",
-             "  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
-    checkpoints = list_checkpoints(run_dir)
-    if checkpoints:
-        try:
-            st = RunState(**read_checkpoint_meta(checkpoints[-1].path)["state"])
-            per_epoch = -(-record["n_training_docs"] // settings.batch_size)
-            # counted in whole and part epochs: "epoch 0, minibatch 15 of 15" and "epoch 1" are one place
-            lines.append(f"  progress         {st.epoch + st.batch_in_epoch / per_epoch:.2f} epochs done, "
-                         f"{st.step:,} minibatches, {st.docs_seen:,} documents, {st.tokens_seen:,} tokens, "
-                         f"{format_duration(st.seconds)} of training")
-        except CheckpointError as e:
-            lines.append(f"  progress         unknown: {e}")
-    metrics = run_dir / METRICS_NAME
-    if metrics.exists():
-        records = read_metrics(metrics)
-        if records:
-            m = records[-1]
-            lines.append(f"  last report      minibatch {m['minibatch']:,}: {m['tokens_per_s']:,.0f} tokens/s, "
-                         f"table {m['table_entries']:,} entries, {m['table_resets']} resets, "
-                         f"mass dropped {m['mass_dropped']:.4g}, peak memory {format_bytes(m['peak_rss_bytes'])}"
-                         + (" (finished)" if m.get("final") else ""))
-    lines.append(f"  checkpoints      {len(checkpoints)} in {run_dir / 'checkpoints'}")
-    for c in checkpoints:
-        lines.append(f"    {c.path.name}  minibatch {c.step:,}  {format_bytes(c.size)}")
-    model = run_dir / MODEL_NAME
-    lines.append(f"  model            {model if model.exists() else 'not written yet'}")
-    return "\n".join(lines)

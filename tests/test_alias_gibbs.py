@@ -10,7 +10,8 @@ from bigtopics.kernels.rng import next_uniform
 from bigtopics.local_step import Minibatch, gibbs_local_step
 from bigtopics.model import load_model
 from bigtopics.synth import truth_path, write_corpus
-from bigtopics.trainer import TrainSettings, train
+from bigtopics.settings import TrainSettings
+from bigtopics.trainer import train
 
 from . import naive
 from .test_gibbs import freeze, replicated_batch, sparse_topic_word

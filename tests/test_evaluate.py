@@ -10,12 +10,14 @@ from click.testing import CliRunner
 
 import naive
 from bigtopics.cli import main
-from bigtopics.evaluate import heldout_loglik, split_tokens, top_word_ids, topic_diagnostics, umass_coherence
+from bigtopics.evaluate import top_word_ids, topic_diagnostics, umass_coherence
+from bigtopics.heldout import heldout_loglik, split_tokens
 from bigtopics.local_step import Minibatch
 from bigtopics.model import load_model, write_model
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
-from bigtopics.trainer import TrainSettings, train
+from bigtopics.settings import TrainSettings
+from bigtopics.trainer import train
 
 ALPHA, ETA = 0.3, 0.05
 # K = 3 topics over V = 5 words, sparse: zeros are unstored entries

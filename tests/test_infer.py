@@ -15,7 +15,8 @@ from bigtopics.cli import main
 from bigtopics.infer import DocTopics, InferSettings, infer
 from bigtopics.model import load_model
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
-from bigtopics.trainer import TrainSettings, train
+from bigtopics.settings import TrainSettings
+from bigtopics.trainer import train
 
 SPEC = CorpusSpec(n_docs=6000, n_topics=6, n_words=300, mean_length=50, alpha=0.1, eta=0.02, seed=7)
 

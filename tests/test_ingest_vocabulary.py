@@ -13,7 +13,8 @@ from bigtopics.infer import DocTopics, infer
 from bigtopics.ingest import Pruning, ingest, read_vocabulary
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.tokenizer import TokenizerSettings
-from bigtopics.trainer import TrainSettings, train
+from bigtopics.settings import TrainSettings
+from bigtopics.trainer import train
 from test_ingest import store_docs
 
 SPEC = CorpusSpec(n_docs=1300, n_topics=4, n_words=400, mean_length=30, seed=3)

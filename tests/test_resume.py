@@ -13,7 +13,8 @@ import zarr
 from bigtopics.checkpoints import list_checkpoints
 from bigtopics.model import load_model
 from bigtopics.synth import CorpusSpec, write_corpus
-from bigtopics.trainer import TrainSettings, Trainer, resume, train
+from bigtopics.settings import TrainSettings
+from bigtopics.trainer import Trainer, resume, train
 
 SPEC = CorpusSpec(n_docs=3000, n_topics=6, n_words=300, mean_length=40, alpha=0.1, eta=0.05, seed=2)
 # Enough minibatches (4 epochs x 30) that a process is still training when the kill test kills it.
@@ -87,7 +88,7 @@ def test_a_run_resumes_from_its_first_checkpoint_written_before_any_minibatch(co
 
 
 def test_two_trainers_never_share_a_run_directory(corpus, tmp_path):
-    from bigtopics.trainer import RunLock
+    from bigtopics.rundir import RunLock
 
     run = tmp_path / "run"
     train(corpus, run, TrainSettings(**(SETTINGS | {"max_docs": 200})), quiet=True)

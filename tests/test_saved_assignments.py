@@ -11,7 +11,8 @@ from bigtopics.minibatches import read_documents
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.topic_word import TopicWordTable
-from bigtopics.trainer import SAMPLING_DEFAULTS, TrainSettings, resume, train
+from bigtopics.settings import SAMPLING_DEFAULTS, TrainSettings
+from bigtopics.trainer import resume, train
 
 from . import naive
 from .test_topic_word import assert_same_state

@@ -11,7 +11,9 @@ import zarr
 from bigtopics.model import load_model
 from bigtopics.store import StoreError, StoreWriter, open_store
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
-from bigtopics.trainer import TrainSettings, Trainer, read_metrics, resume, train
+from bigtopics.rundir import read_metrics
+from bigtopics.settings import TrainSettings
+from bigtopics.trainer import Trainer, resume, train
 
 from . import naive
 
@@ -145,7 +147,7 @@ def test_overwrite_never_deletes_a_users_folder(corpus, tmp_path):
     (folder / "settings.json").write_text('{"theme": "dark"}')  # a name other tools use too
     with pytest.raises(FileExistsError, match="not bigtopics output"):
         train(corpus, folder, TrainSettings(n_topics=4, max_docs=250), quiet=True, overwrite=True)
-    from bigtopics.trainer import RunLock
+    from bigtopics.rundir import RunLock
 
     busy = tmp_path / "busy"
     train(corpus, busy, TrainSettings(n_topics=4, max_docs=250, batch_size=250), quiet=True)

@@ -10,7 +10,8 @@ from bigtopics.kernels.variational import fill_initial_gamma, fill_initial_theta
 from bigtopics.local_step import FrozenTopics, Minibatch
 from bigtopics.model import load_model
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
-from bigtopics.trainer import TrainSettings, train
+from bigtopics.settings import TrainSettings
+from bigtopics.trainer import train
 from bigtopics.variational import lsparse_local_step, scvb0_local_step, vb_local_step
 
 from . import naive

@@ -1,0 +1,126 @@
+"""The run directory: its layout, settings record, metrics log, lock and summary.
+
+    <run>/settings.json      the settings, the store's path and fingerprint (written atomically)
+         /metrics.jsonl      one JSON record per report; a line torn by a crash is skipped
+         /checkpoints/       checkpoint-<step>.npz files (checkpoints.py)
+         /table/             the memory-mapped topic-word table, rebuilt from a checkpoint on resume
+         /assignments/       with exclude-own, each document's latest assignments
+         /model.zarr         the model, written every few minutes and at the end (model.py)
+         /.lock              held by the process training the run
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .checkpoints import CheckpointError, list_checkpoints, read_checkpoint_meta
+from .memory import format_bytes
+from .model import MODEL_NAME
+from .progress import format_duration
+from .settings import recorded_settings
+
+SETTINGS_NAME = "settings.json"
+METRICS_NAME = "metrics.jsonl"
+TABLE_DIR = "table"
+ASSIGNMENTS_DIR = "assignments"
+
+
+@dataclass
+class RunState:
+    """Where a run stands."""
+
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    step: int = 0
+    docs_seen: int = 0
+    tokens_seen: int = 0
+    seconds: float = 0.0
+
+
+class RunLock:
+    """An exclusive lock on a run directory, so two trainers never share one (a second
+    `--resume` while the first still runs would delete the first's memory-mapped table)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / ".lock"
+        self.handle = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        self.handle = open(self.path, "w")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.close()
+            self.handle = None
+            raise FileExistsError(f"{self.path.parent} is in use by another bigtopics train process") from None
+
+    def release(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+
+def fresh_dir(path: Path) -> Path:
+    """An empty directory for memory-mapped arrays (the table, the saved assignments), whose files
+    are rebuilt on every start."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def read_metrics(path) -> list[dict]:
+    """The records of a metrics log; a line torn by a crash (partial, or zeros) is skipped."""
+    records = []
+    for line in Path(path).read_text(errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return [r for r in records if isinstance(r, dict) and "minibatch" in r]
+
+
+def read_settings(run_dir: Path) -> dict:
+    path = Path(run_dir) / SETTINGS_NAME
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a training run (no {SETTINGS_NAME})")
+    return json.loads(path.read_text())
+
+
+def describe_run(run_dir) -> str:
+    """A readable summary of a run: settings, progress, checkpoints and model (`bigtopics info`)."""
+    run_dir = Path(run_dir)
+    record = read_settings(run_dir)
+    settings = recorded_settings(record)
+    lines = [f"training run {run_dir}", f"  store            {record['store']}",
+             "  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
+    checkpoints = list_checkpoints(run_dir)
+    if checkpoints:
+        try:
+            st = RunState(**read_checkpoint_meta(checkpoints[-1].path)["state"])
+            per_epoch = -(-record["n_training_docs"] // settings.batch_size)
+            # counted in whole and part epochs: "epoch 0, minibatch 15 of 15" and "epoch 1" are one place
+            lines.append(f"  progress         {st.epoch + st.batch_in_epoch / per_epoch:.2f} epochs done, "
+                         f"{st.step:,} minibatches, {st.docs_seen:,} documents, {st.tokens_seen:,} tokens, "
+                         f"{format_duration(st.seconds)} of training")
+        except CheckpointError as e:
+            lines.append(f"  progress         unknown: {e}")
+    metrics = run_dir / METRICS_NAME
+    if metrics.exists():
+        records = read_metrics(metrics)
+        if records:
+            m = records[-1]
+            lines.append(f"  last report      minibatch {m['minibatch']:,}: {m['tokens_per_s']:,.0f} tokens/s, "
+                         f"table {m['table_entries']:,} entries, {m['table_resets']} resets, "
+                         f"mass dropped {m['mass_dropped']:.4g}, peak memory {format_bytes(m['peak_rss_bytes'])}"
+                         + (" (finished)" if m.get("final") else ""))
+    lines.append(f"  checkpoints      {len(checkpoints)} in {run_dir / 'checkpoints'}")
+    for c in checkpoints:
+        lines.append(f"    {c.path.name}  minibatch {c.step:,}  {format_bytes(c.size)}")
+    model = run_dir / MODEL_NAME
+    lines.append(f"  model            {model if model.exists() else 'not written yet'}")
+    return "\n".join(lines)
