@@ -1,0 +1,125 @@
+"""`ingest()`, the Python API of `bigtopics ingest`: checks the settings and runs the three steps
+of bigtopics/ingest/__init__.py in order (workers.py, vocabulary.py, write.py), timing each and
+filling in the IngestReport; the spill files live in a temporary sibling of the output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import temporary_sibling
+from ..memory import budget_bytes, peak_rss_bytes
+from ..outputs import check_output
+from ..readers import FormatOptions, InputReader
+from ..tokenizer import TokenizerSettings
+from .report import IngestReport
+from .vocabulary import FixedVocabulary, Pruning, fixed_ids, merge_vocabularies, prune, read_vocabulary
+from .workers import tokenize_all
+from .write import write_store
+
+SMALL_INPUT_BYTES = 16 << 20  # below this, worker processes cost more to start than they save
+
+
+def ingest(
+    inputs,
+    output,
+    *,
+    tokenizer: TokenizerSettings | None = None,
+    formats: FormatOptions = FormatOptions(),
+    pruning: Pruning | None = None,
+    vocabulary: str | os.PathLike | FixedVocabulary | None = None,
+    section_tokens: int | None = None,
+    workers: int = 0,
+    overwrite: bool = False,
+    quiet: bool = False,
+    log=None,
+    unit_bytes: int | None = None,
+) -> IngestReport:
+    """Read `inputs` (files or directories) and write the store `output`; see bigtopics/ingest/__init__.py.
+
+    `vocabulary` (a store, a run directory, a model.zarr, or read_vocabulary's result) fixes the
+    store's vocabulary, ids included; then `tokenizer` defaults to the one it records and
+    `pruning` must not be given. Without it, `tokenizer` and `pruning` default to
+    TokenizerSettings() and Pruning().
+    `unit_bytes` (input per work unit) defaults to a size that fits the memory available."""
+    started = time.monotonic()
+    output = Path(output)
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    if vocabulary is not None:
+        if pruning is not None:
+            raise ValueError("pruning (--min-df, --max-df, --max-vocab) does not apply with a fixed --vocabulary")
+        if not isinstance(vocabulary, FixedVocabulary):
+            vocabulary = read_vocabulary(vocabulary)
+        tokenizer = tokenizer or vocabulary.tokenizer
+    tokenizer, pruning = tokenizer or TokenizerSettings(), pruning or Pruning()
+    _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite)
+    # A worker holds a few copies of its unit (bytes, str, code points, ids); the queue holds two per worker.
+    unit_bytes = unit_bytes or int(min(max(budget_bytes() // (16 * ((os.cpu_count() or 1) + 1)), 1 << 20), 8 << 20))
+    reader = InputReader(inputs, formats, unit_bytes, warn=log)
+    # By default, start a process per core, but only when there are several units of work for them.
+    n_workers = workers or max(1, min(os.cpu_count() or 1, reader.total_bytes // SMALL_INPUT_BYTES))
+    report = IngestReport(output, n_files=len(reader.files), input_bytes=reader.total_bytes, pruning=pruning,
+                          vocabulary_from=vocabulary and vocabulary.source)
+    spill_dir = temporary_sibling(output, "spill")
+    spill_dir.mkdir(parents=True)
+    try:
+        worker_settings = (tokenizer, formats, section_tokens, spill_dir)
+        summaries, vocab_files = tokenize_all(reader, worker_settings, n_workers, quiet)
+        report.phase_seconds["tokenize"] = time.monotonic() - started
+        for s in summaries:
+            report.stats.update(s["stats"])
+        report.stats["binary_files_skipped"] = len(reader.skipped_binary)
+        words, term_counts, doc_freqs, local_to_merged = merge_vocabularies(vocab_files)
+        if vocabulary is None:
+            n_docs_before = sum(s["nonempty_rows"] for s in summaries)
+            new_id, report.pruned = prune(words, term_counts, doc_freqs, n_docs_before, pruning)
+            kept = np.flatnonzero(new_id >= 0)
+            final_words = [words[i] for i in kept[np.argsort(new_id[kept])]]
+        else:
+            new_id, report.pruned = fixed_ids(words, term_counts, vocabulary.words)
+            final_words = vocabulary.words
+        kept = np.flatnonzero(new_id >= 0)
+        final_counts, final_dfs = np.zeros((2, len(final_words)), np.int64)  # zero for words never seen
+        final_counts[new_id[kept]], final_dfs[new_id[kept]] = term_counts[kept], doc_freqs[kept]
+        remaps = {w: new_id[m] for w, m in local_to_merged.items()}
+        settings = {
+            "tokenizer": tokenizer.to_dict(), "input": formats.to_dict() | {"section_tokens": section_tokens},
+            "pruning": None if vocabulary else pruning.to_dict(), "inputs": [str(i) for i in inputs],
+        } | ({"vocabulary_from": vocabulary.source} if vocabulary else {})
+        report.phase_seconds["merge"] = time.monotonic() - started - report.phase_seconds["tokenize"]
+        write_store(output, summaries, remaps, final_words, final_counts, final_dfs,
+                    spill_dir, settings, overwrite, quiet, report)
+    finally:
+        shutil.rmtree(spill_dir, ignore_errors=True)
+    report.seconds = time.monotonic() - started
+    report.phase_seconds["write"] = report.seconds - sum(report.phase_seconds.values())
+    report.n_workers = n_workers
+    report.peak_rss = peak_rss_bytes()
+    return report
+
+
+def _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite) -> None:
+    check_output(output, overwrite, inputs)
+    if workers < 0:
+        raise ValueError("--workers must be at least 1 (or 0: all cores)")
+    if tokenizer.min_length < 1:
+        raise ValueError("--min-length must be at least 1")
+    if section_tokens is not None and section_tokens < 1:
+        raise ValueError("--section-tokens must be at least 1")
+    if section_tokens and formats.format == "bow-jsonl":
+        raise ValueError("--section-tokens needs running text; bow-jsonl documents have no word order")
+    if pruning.min_df < 1 or not 0 < pruning.max_df <= 1 or (pruning.max_vocab is not None and pruning.max_vocab < 1):
+        raise ValueError("need --min-df >= 1, 0 < --max-df <= 1 and --max-vocab >= 1")
+    if tokenizer.token_pattern:
+        try:
+            re.compile(tokenizer.token_pattern)
+        except re.error as e:
+            raise ValueError(f"--token-pattern {tokenizer.token_pattern!r}: {e}") from None

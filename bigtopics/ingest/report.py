@@ -1,0 +1,58 @@
+"""What an ingest read, dropped and wrote (`IngestReport`), filled in by every step of it and
+printed at the end by `bigtopics ingest`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..memory import format_bytes
+from .vocabulary import Pruning
+
+
+@dataclass
+class IngestReport:
+    """What an ingest read, dropped and wrote; `summary()` is printed at the end."""
+
+    output: Path
+    n_files: int = 0
+    input_bytes: int = 0
+    stats: Counter = field(default_factory=Counter)
+    pruned: dict = field(default_factory=dict)  # rule -> (words, tokens)
+    pruning: Pruning = field(default_factory=Pruning)
+    vocabulary_from: str | None = None
+    n_docs: int = 0
+    n_words: int = 0
+    n_tokens: int = 0
+    seconds: float = 0.0
+    phase_seconds: dict = field(default_factory=dict)  # tokenize, merge, write
+    n_workers: int = 0
+    peak_rss: int = 0
+
+    def summary(self) -> str:
+        s = self.stats
+        lines = [
+            f"wrote {self.output}: {self.n_docs:,} documents, {self.n_words:,} words, {self.n_tokens:,} tokens",
+            f"read {self.n_files:,} files ({format_bytes(self.input_bytes)}), {s['records']:,} source documents"
+            + (f" cut into {s['rows']:,} sections" if s["sections"] else "")
+            + f", {s['raw_tokens']:,} tokens, in {self.seconds:.1f} s "
+            f"({self.input_bytes / 1e6 / max(self.seconds, 1e-9):.1f} MB/s; "
+            + ", ".join(f"{k} {v:.1f} s" for k, v in self.phase_seconds.items())
+            + f"; workers: {self.n_workers}); peak memory {format_bytes(self.peak_rss)}",
+            f"dropped: {s['empty_docs_dropped']:,} empty documents, {s['binary_files_skipped']:,} binary-looking files, "
+            f"{s['bad_lines_skipped']:,} bad lines skipped; {s['invalid_utf8_docs']:,} documents had invalid UTF-8 (replaced)",
+        ]
+        if self.vocabulary_from:
+            words, tokens = self.pruned["out_of_vocabulary"]
+            lines.append(f"vocabulary of {self.vocabulary_from}: {words:,} words ({tokens:,} tokens) out of it dropped; "
+                         f"stop words removed {s['stop_tokens']:,} tokens")
+            return "\n".join(lines)
+        p = self.pruning
+        rules = {"zero": "stop words", "min_df": f"min-df {p.min_df}", "max_df": f"max-df {p.max_df}",
+                 "max_vocab": f"max-vocab {p.max_vocab or 0} (0: all)"}
+        lines.append("pruned: " + "; ".join(
+            f"{words:,} words ({tokens:,} tokens) by {rules[rule]}" for rule, (words, tokens) in self.pruned.items()
+            if rule != "zero"
+        ) + f"; stop words removed {s['stop_tokens']:,} tokens")
+        return "\n".join(lines)

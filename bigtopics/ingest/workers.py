@@ -1,0 +1,213 @@
+"""Step 1 of an ingest: tokenizing the input in worker processes (see bigtopics/ingest/__init__.py).
+
+The main process (`tokenize_all`) cuts the input into units and feeds them to a bounded task
+queue; each worker process (`_worker_main`, a `UnitTokenizer`) interns words into its own
+vocabulary (local ids), counts every unit's documents into CSR rows, accumulates per-word term
+counts and document frequencies, spills the unit to a temporary file (`unit_file`, read back by
+`read_spill`) and returns only a small summary. At the end each worker writes out its vocabulary.
+With one worker, no process is started.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import queue
+import traceback
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from numcodecs import Blosc
+
+from ..kernels.tokens import count_rows
+from ..progress import Progress
+from ..readers import FormatOptions, InputError, InputReader, Unit, parse_unit
+from ..tokenizer import Tokenizer, TokenizerSettings
+
+SPILL_CODEC = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE)  # temporary files: speed over size
+
+
+class UnitTokenizer:
+    """A worker's state: its tokenizer (local vocabulary) and per-word statistics."""
+
+    def __init__(self, worker_id: int, tokenizer: TokenizerSettings, formats: FormatOptions,
+                 section_tokens: int | None, spill_dir: Path):
+        self.worker_id = worker_id
+        self.tok = Tokenizer(tokenizer)
+        self.formats = formats
+        self.section_tokens = section_tokens
+        self.spill_dir = Path(spill_dir)
+        self.term_counts = np.zeros(1024, np.int64)
+        self.doc_freqs = np.zeros(1024, np.int64)
+        self.scratch = np.zeros(1024, np.int64)
+
+    def process(self, unit: Unit) -> dict:
+        """Tokenize and count one unit, spill its rows, return a summary."""
+        stats = Counter()
+        records = parse_unit(unit, self.formats, stats)
+        pieces, counts, bounds, doc_ids, rows_meta = [], [], [0], [], []
+        for rec in records:
+            if rec.counts is not None:
+                ids, kept = self.tok.word_ids(list(rec.counts))
+                counts.append(np.fromiter(rec.counts.values(), np.uint32, count=len(rec.counts))[kept])
+                cuts = [0, len(ids)]
+            else:
+                ids = self.tok.token_ids(rec.text)
+                counts.append(np.ones(len(ids), np.uint32))
+                cuts = section_cuts(len(ids), self.section_tokens)
+            pieces.append(ids)
+            bounds.extend([bounds[-1] + c for c in cuts[1:]])
+            if self.section_tokens:
+                doc_ids.extend(f"{rec.doc_id}#{j}" for j in range(len(cuts) - 1))
+                rows_meta.extend(rec.meta | {"section_of": rec.doc_id, "section_index": j} for j in range(len(cuts) - 1))
+            else:
+                doc_ids.append(rec.doc_id)
+                rows_meta.append(rec.meta)
+        names = sorted({name for m in rows_meta for name in m})
+        meta = {name: [m.get(name) for m in rows_meta] for name in names}
+        ids = np.concatenate(pieces) if pieces else np.zeros(0, np.int32)
+        token_counts = np.concatenate(counts) if counts else np.zeros(0, np.uint32)
+        self._fit(self.tok.n_words)
+        indptr, indices, data = count_rows(ids, np.asarray(bounds, np.int64), token_counts, self.tok.n_stop,
+                                           self.scratch, self.term_counts, self.doc_freqs)
+        stats.update(
+            records=len(records), rows=len(doc_ids), sections=len(doc_ids) if self.section_tokens else 0,
+            raw_tokens=int(token_counts.sum()), stop_tokens=int(token_counts[ids < self.tok.n_stop].sum()),
+        )
+        spill = {"indptr": indptr, "indices": indices, "data": data, "doc_ids": doc_ids, "meta": meta}
+        (self.spill_dir / unit_file(unit.seq)).write_bytes(pickle.dumps(
+            {k: (SPILL_CODEC.encode(v) if len(v) else b"") if isinstance(v, np.ndarray) else v for k, v in spill.items()}
+            | {"dtypes": {k: v.dtype.str for k, v in spill.items() if isinstance(v, np.ndarray)}},
+            protocol=pickle.HIGHEST_PROTOCOL,
+        ))
+        return {
+            "seq": unit.seq, "worker": self.worker_id, "stats": stats, "nnz": len(indices),
+            "max_count": int(data.max()) if len(data) else 0, "field_kinds": field_kinds(meta),
+            "nonempty_rows": int(np.count_nonzero(np.diff(indptr))), "bytes": len(unit.data),
+        }
+
+    def finish(self) -> Path:
+        """Write this worker's vocabulary with its statistics; returns the file."""
+        path = self.spill_dir / f"vocab-{self.worker_id}.pkl"
+        n = self.tok.n_words
+        path.write_bytes(pickle.dumps({"words": self.tok.words(), "term_counts": self.term_counts[:n],
+                                       "doc_freqs": self.doc_freqs[:n]}, protocol=pickle.HIGHEST_PROTOCOL))
+        return path
+
+    def _fit(self, n_words: int) -> None:
+        if n_words > len(self.scratch):
+            size = max(n_words, 2 * len(self.scratch))
+            self.scratch = np.zeros(size, np.int64)
+            self.term_counts = np.concatenate([self.term_counts, np.zeros(size - len(self.term_counts), np.int64)])
+            self.doc_freqs = np.concatenate([self.doc_freqs, np.zeros(size - len(self.doc_freqs), np.int64)])
+
+
+def section_cuts(n_tokens: int, section_tokens: int | None) -> list[int]:
+    """Token offsets cutting a document into round(n / section_tokens) near-equal sections."""
+    if not section_tokens or n_tokens <= section_tokens:
+        return [0, n_tokens]
+    n_sections = max(1, round(n_tokens / section_tokens))
+    return [(j * n_tokens) // n_sections for j in range(n_sections + 1)]
+
+
+def unit_file(seq: int) -> str:
+    return f"unit-{seq:010d}.pkl"
+
+
+def read_spill(path: Path) -> dict:
+    spill = pickle.loads(path.read_bytes())
+    for name, dtype in spill.pop("dtypes").items():
+        spill[name] = np.frombuffer(SPILL_CODEC.decode(spill[name]) if spill[name] else b"", dtype)
+    return spill
+
+
+def field_kinds(meta: dict[str, list]) -> dict[str, set]:
+    """The Python types seen in each metadata field ("none" for a missing value)."""
+    names = {bool: "bool", int: "int", float: "float", str: "str", type(None): "none"}
+    return {name: {names.get(type(v), "str") for v in values} for name, values in meta.items()}
+
+
+def _worker_main(worker_id, settings, tasks, results):
+    """A worker process: tokenize units from `tasks` until None, then report the vocabulary."""
+    try:
+        worker = UnitTokenizer(worker_id, *settings)
+        while (unit := tasks.get()) is not None:
+            results.put(("unit", worker.process(unit)))
+        results.put(("vocab", (worker_id, worker.finish())))
+    except InputError as e:
+        results.put(("error", str(e)))
+    except BaseException:  # a bug: pass the traceback to the main process, which raises it
+        results.put(("crash", traceback.format_exc()))
+
+
+def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, quiet: bool):
+    """Pass 1 over the input: (unit summaries in input order, {worker id: vocabulary file})."""
+    summaries = []
+    progress = Progress("ingest: reading", total=reader.total_bytes / 1e6, unit="MB", quiet=quiet,
+                        postfix=lambda: {"docs": sum(s["stats"]["records"] for s in summaries)})
+    shown = 0.0
+
+    def advance():
+        nonlocal shown
+        progress.update(reader.bytes_read / 1e6 - shown)
+        shown = reader.bytes_read / 1e6
+
+    with progress:
+        if n_workers == 1:  # no processes to start for small jobs and tests
+            worker = UnitTokenizer(0, *worker_settings)
+            for unit in reader.units():
+                summaries.append(worker.process(unit))
+                advance()
+            return summaries, {0: worker.finish()}
+        ctx = mp.get_context("spawn")  # fork is unsafe once any library has started threads
+        tasks, results = ctx.Queue(maxsize=2 * n_workers), ctx.Queue()
+        procs = [ctx.Process(target=_worker_main, args=(i, worker_settings, tasks, results), daemon=True)
+                 for i in range(n_workers)]
+        for p in procs:
+            p.start()
+        vocab_files = {}
+
+        def collect(block: bool) -> None:
+            while True:
+                try:
+                    kind, payload = results.get(timeout=0.2) if block else results.get_nowait()
+                except queue.Empty:
+                    dead = [p.exitcode for p in procs if not p.is_alive() and p.exitcode != 0]
+                    if dead:
+                        raise RuntimeError(f"an ingest worker died unexpectedly (exit code {dead[0]}; out of memory?)")
+                    return
+                if kind == "unit":
+                    summaries.append(payload)
+                elif kind == "vocab":
+                    vocab_files[payload[0]] = payload[1]
+                elif kind == "error":
+                    raise InputError(payload)
+                else:
+                    raise RuntimeError(f"an ingest worker failed:\n{payload}")
+                if block:
+                    return
+
+        try:
+            for unit in reader.units():
+                while True:
+                    try:
+                        tasks.put(unit, timeout=0.2)
+                        break
+                    except queue.Full:
+                        collect(block=False)
+                collect(block=False)
+                advance()
+            for _ in procs:
+                tasks.put(None)
+            while len(vocab_files) < n_workers:
+                collect(block=True)
+            for p in procs:
+                p.join()
+        finally:
+            tasks.cancel_join_thread()  # on an error, units still queued must not block the exit
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+    summaries.sort(key=lambda s: s["seq"])
+    return summaries, vocab_files
