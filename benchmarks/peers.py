@@ -12,8 +12,8 @@ includes scoring; the peers train on the same documents copied to a plain NumPy 
 (peer_corpus), so that their processes need not load bigtopics' store reader.
 
 The evaluator sees only a topic-word matrix P (K x V, rows p(w | k)): DenseTopics wraps it as a
-`source` for bigtopics.evaluate.heldout_loglik (left-to-right) and its top words feed
-bigtopics.evaluate.umass_coherence on the training store.
+`source` for bigtopics.heldout.heldout_loglik (left-to-right) and its top words feed
+bigtopics.diagnostics.umass_coherence on the training store.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from bigtopics.atomic import atomic_write_bytes
-from bigtopics.evaluate import umass_coherence
+from bigtopics.diagnostics import umass_coherence
 from bigtopics.heldout import heldout_loglik
 from bigtopics.local_step import Minibatch
 from bigtopics.minibatches import read_documents

@@ -39,7 +39,8 @@ import numpy as np
 import zarr
 
 from .atomic import publish_dir, temporary_sibling
-from .evaluate import current_evaluation, top_word_ids
+from .diagnostics import top_word_ids
+from .evaluate import current_evaluation
 from .infer import DocTopics
 from .model import Model, load_model
 from .outputs import check_output

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import atomic_write_bytes
-from .evaluate import current_evaluation, top_word_ids
+from .diagnostics import top_word_ids
+from .evaluate import current_evaluation
 from .infer import DocTopics
 from .model import Model, load_model
 from .store import StoreError, open_store

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import naive
 from bigtopics.cli import main
-from bigtopics.evaluate import top_word_ids, topic_diagnostics, umass_coherence
+from bigtopics.diagnostics import top_word_ids, topic_diagnostics, umass_coherence
 from bigtopics.heldout import heldout_loglik, split_tokens
 from bigtopics.local_step import Minibatch
 from bigtopics.model import load_model, write_model

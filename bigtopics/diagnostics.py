@@ -1,0 +1,129 @@
+"""Per-topic diagnostics of a model (algorithms.md, "Evaluation"), streamed over a store block by
+block: UMass coherence of the top words (Mimno et al. 2011), size in tokens, entropy of
+p(w | k) (nats), stored words, and the share of documents of which a topic is the top topic or
+has proportion >= `prominence` (from a doc_topics.zarr, or inferred on a bounded sample of
+documents). `bigtopics evaluate` (evaluate.py) writes them to evaluation.json; report.py and
+export.py show each topic's top words.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .infer import DocTopics, InferSettings, check_vocabulary, infer_block
+from .kernels.evaluate import count_cooccurrences
+from .model import Model
+from .progress import Progress
+from .store import Store
+
+
+def top_word_ids(model: Model, k: int, n: int) -> np.ndarray:
+    """Topic k's n most probable word ids, most probable first (ties: lower id first)."""
+    words, values = model.topic_entries(k)
+    top = words[np.lexsort((words, -values))[:n]]
+    if len(top) < n:  # a nearly empty topic: every unstored word has the smoothing probability
+        unstored = np.setdiff1d(np.arange(min(model.n_words, n + len(words))), words)
+        top = np.concatenate([top, unstored[: n - len(top)]])
+    return top
+
+
+def umass_coherence(store: Store, top_words: np.ndarray, *, quiet: bool = True) -> tuple[np.ndarray, dict]:
+    """UMass coherence of every topic's top words (rows of top_words, most probable first):
+    C_k = sum_{m > l} log((D(v_m, v_l) + 1) / D(v_l)), with D document frequencies in the store,
+    counted in one streaming pass. A top word absent from the store counts as D = 1 (the term
+    is otherwise undefined). Returns (C, {"doc_freq": D of each top word})."""
+    n_topics, n_top = top_words.shape
+    unique = np.unique(top_words)
+    local_of = np.full(store.n_words, -1, np.int32)
+    local_of[unique] = np.arange(len(unique), dtype=np.int32)
+    top_local = local_of[top_words]
+    flat = top_local.ravel()
+    order = np.argsort(flat, kind="stable")
+    occ_indptr = np.zeros(len(unique) + 1, np.int64)
+    np.cumsum(np.bincount(flat, minlength=len(unique)), out=occ_indptr[1:])
+    occ_topic = (order // n_top).astype(np.int64)
+    occ_rank = (order % n_top).astype(np.int64)
+    present = np.zeros(len(unique), np.bool_)
+    doc_freq = np.zeros(len(unique), np.int64)
+    pair_freq = np.zeros((n_topics, n_top, n_top), np.int64)
+    with Progress("coherence", total=store.n_docs, unit="docs", quiet=quiet) as progress:
+        for block in store.iter_blocks():
+            count_cooccurrences(block.indptr, block.indices, local_of, top_local, occ_indptr, occ_topic, occ_rank,
+                                present, doc_freq, pair_freq)
+            progress.update(block.n_docs)
+    denominators = np.maximum(doc_freq[top_local], 1).astype(np.float64)  # D(v_l), K x W
+    below = np.tril(np.ones((n_top, n_top), bool), -1)  # (m, l) with l < m
+    terms = np.log((pair_freq + 1.0) / denominators[:, None, :])
+    return np.where(below[None], terms, 0.0).sum(axis=(1, 2)), {"doc_freq": doc_freq[top_local]}
+
+
+def topic_entropy(values: np.ndarray, total: float, n_words: int, eta: float) -> float:
+    """-sum_w p(w|k) log p(w|k) over the whole vocabulary (nats), from a topic's stored N[k, w]
+    values and N[k]."""
+    norm = n_words * eta + total
+    p = (eta + values) / norm
+    smoothing = eta / norm
+    return float(-(p * np.log(p)).sum() - (n_words - len(values)) * smoothing * math.log(smoothing))
+
+
+def prominence(doc_topics_blocks, n_topics: int, threshold: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """(documents whose top topic is k, documents with theta_k >= threshold, documents) from
+    blocks of (first doc, indptr, topics by decreasing weight, weights, lengths)."""
+    top = np.zeros(n_topics, np.int64)
+    prominent = np.zeros(n_topics, np.int64)
+    n_docs = 0
+    for _, indptr, topics, weights, _ in doc_topics_blocks:
+        nonempty = np.diff(indptr) > 0
+        top += np.bincount(topics[indptr[:-1][nonempty]], minlength=n_topics)
+        prominent += np.bincount(topics[weights >= threshold], minlength=n_topics)
+        n_docs += len(indptr) - 1
+    return top, prominent, n_docs
+
+
+def sampled_doc_topics(model: Model, store: Store, n_docs: int, seed: int, n_workers: int = 1):
+    """Inferred proportions of about n_docs documents of whole blocks chosen at random."""
+    rng = np.random.default_rng(seed)
+    taken = 0
+    step = min(store.docs_per_block, max(1, n_docs))
+    for start in rng.permutation(np.arange(0, store.n_docs, step)):
+        if taken >= n_docs:
+            return
+        block = store.read_docs(start, min(start + step, start + n_docs - taken))
+        result = infer_block(model, block, InferSettings(seed=seed), n_workers)
+        taken += block.n_docs
+        yield block.start, result["indptr"], result["indices"].astype(np.int64), result["data"], result["doc_lengths"]
+
+
+def topic_diagnostics(model: Model, store: Store | None = None, doc_topics: DocTopics | None = None, *,
+                      top_n: int = 10, prominence_threshold: float = 0.1, sample_docs: int = 2000, seed: int = 0,
+                      n_workers: int = 1, quiet: bool = True) -> list[dict]:
+    """One record per topic: top words, tokens, share, entropy, stored words, and (with a store)
+    UMass coherence and (with doc_topics or a store) the document shares."""
+    totals = model.topic_totals()
+    top = np.stack([top_word_ids(model, k, top_n) for k in range(model.n_topics)])
+    records = []
+    for k in range(model.n_topics):
+        _, values = model.topic_entries(k)
+        records.append({"topic": k, "top_words": [str(model.vocab[w]) for w in top[k]],
+                        "tokens": float(totals[k]), "share": float(totals[k] / max(totals.sum(), 1e-300)),
+                        "entropy": topic_entropy(values, totals[k], model.n_words, model.eta),
+                        "stored_words": len(values)})
+    if store is not None:
+        check_vocabulary(model, store)
+        coherence, _ = umass_coherence(store, top, quiet=quiet)
+        for record, c in zip(records, coherence):
+            record["coherence"] = float(c)
+    blocks = None
+    if doc_topics is not None:
+        blocks, source = doc_topics.iter_blocks(), str(doc_topics.path)
+    elif store is not None:
+        blocks, source = sampled_doc_topics(model, store, sample_docs, seed, n_workers), "sample"
+    if blocks is not None:
+        top_docs, prominent_docs, n_docs = prominence(blocks, model.n_topics, prominence_threshold)
+        for k, record in enumerate(records):
+            record["top_topic_docs"] = float(top_docs[k] / max(n_docs, 1))
+            record["prominent_docs"] = float(prominent_docs[k] / max(n_docs, 1))
+            record["prominence_from"] = source
+    return records
