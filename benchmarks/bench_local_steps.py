@@ -43,7 +43,6 @@ def step_options(step: str, top_l: int) -> dict:
 def curve_child(store: str, step: str, k: int, batch_size: int, top_l: int, heldout: int, score_every: int,
                 max_seconds: float) -> dict:
     """Train one step for max_seconds of loop time, scoring the held-out documents as it goes."""
-    from bigtopics.minibatches import read_ahead
     from bigtopics.settings import TrainSettings
     from bigtopics.trainer import Trainer
     from systems import compile_kernels
@@ -54,13 +53,12 @@ def curve_child(store: str, step: str, k: int, batch_size: int, top_l: int, held
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(store, Path(tmp) / "run", settings, quiet=True)
         trainer.start()
-        batches = ((e, b) for e in itertools.count() for b in read_ahead(trainer.stream.epoch(e)))
+        batches = (work for e in itertools.count() for work in trainer.minibatches(e))
         curve, seconds = [], 0.0
         while seconds < max_seconds:
             start = time.perf_counter()
             for _ in range(score_every):
-                epoch, batch = next(batches)
-                trainer.step(batch, epoch)
+                trainer.step(next(batches))
             seconds += time.perf_counter() - start
             curve.append((round(seconds, 2), trainer.state.docs_seen, trainer.heldout_score()))
         return {"step": step, "k": k, "curve": curve}

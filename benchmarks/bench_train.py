@@ -50,13 +50,12 @@ def warm_child(store: str, run: str, k: int, warm: int, batch_size: int, options
     trainer = Trainer(store, run, settings, quiet=True, snapshot_seconds=1e9)
     start = time.perf_counter()
     trainer.start(overwrite=True)
-    batch = next(trainer.stream.epoch(0))
-    trainer.step(batch, 0)
+    trainer.step(next(trainer.minibatches(0)))
     first = time.perf_counter() - start
     trainer.run()
     s = trainer.settings
     return {"first_minibatch_s": first, "warm_seconds": trainer.state.seconds, "alpha": s.alpha,
-            "sweeps_per_visit": 1 + s.burnin + s.samples if s.local_step == "gibbs" else None}
+            "sweeps_per_visit": (1 + s.step.burnin + s.step.samples) if s.local_step == "gibbs" else None}
 
 
 def tomotopy_child(corpus: str, n_docs: int, k: int, alpha: float, sweeps: int) -> dict:

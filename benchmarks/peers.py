@@ -30,8 +30,8 @@ import numpy as np
 from bigtopics.atomic import atomic_write_bytes
 from bigtopics.diagnostics import umass_coherence
 from bigtopics.heldout import heldout_loglik
-from bigtopics.local_step import Minibatch
-from bigtopics.minibatches import read_documents
+from bigtopics.minibatch import Minibatch
+from bigtopics.reader import read_documents
 from bigtopics.store import StoreWriter, index_dtype_for, open_store
 from bigtopics.heldout import heldout_documents
 
@@ -146,7 +146,7 @@ def read_snapshot(path, k: int, n_words: int) -> np.ndarray:
 class DenseTopics:
     """A dense topic-word matrix P (K x V, rows summing to 1) as an evaluation `source`.
 
-    bigtopics.infer.frozen_point_estimates turns rows() and topic_totals() into
+    bigtopics.frozen.frozen_point_estimates turns rows() and topic_totals() into
     p(w|k) = (values + eta) / (topic_totals + V eta); with values = P, topic_totals = 1 and
     eta = EVAL_ETA that is (P + 1e-30) / (1 + V 1e-30) = P in float64.
     """

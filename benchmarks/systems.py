@@ -76,7 +76,7 @@ class BigtopicsSystem:
     def __init__(self, store_path, corpus_path, work: Path, k: int, alpha: float, seed: int, batch_size: int,
                  workers: int, options: dict):
         from bigtopics.settings import TrainSettings
-    from bigtopics.trainer import Trainer
+        from bigtopics.trainer import Trainer
 
         s = TrainSettings(**{"n_topics": k, "alpha": alpha, "seed": seed, "batch_size": batch_size,
                              "workers": workers, "epochs": 1_000_000, **options})  # batch_size None: its default
@@ -85,16 +85,14 @@ class BigtopicsSystem:
         self.trainer = Trainer(store_path, work / "run", s, quiet=True)
         self.trainer.start(overwrite=True)
         self.epoch = 0
-        self.settings = {"alpha": s.alpha, "eta": s.eta, "batch_size": s.batch_size, "workers": s.n_workers,
-                         "local_step": s.local_step, "sampler": s.sampler, "beta_estimate": s.beta_estimate,
-                         "burnin": s.burnin, "samples": s.samples, "kappa": s.kappa, "tau0": s.tau0,
+        self.settings = {"alpha": s.alpha, "eta": s.eta, "batch_size": s.batch_size,
+                         "workers": self.trainer.executor.n_threads, "local_step": s.local_step, **s.step_options,
+                         "kappa": s.kappa, "tau0": s.tau0,
                          "options": options, "warmup_s": self.warmup_s}
 
     def train_pass(self) -> None:
-        from bigtopics.minibatches import read_ahead
-
-        for batch in read_ahead(self.trainer.stream.epoch(self.epoch)):
-            self.trainer.step(batch, self.epoch)
+        for work in self.trainer.minibatches(self.epoch):
+            self.trainer.step(work)
         self.epoch += 1
 
     def topic_rows(self):

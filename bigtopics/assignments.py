@@ -19,9 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .frozen import local_ids
 from .kernels.saved import saved_tallies, store_last_sweep
 from .kernels.sparse_stats import merge_pairs
-from .local_step import Minibatch, SparseStats, local_ids
+from .minibatch import Minibatch
+from .stats import StepResult
 from .store import Store
 from .topic_word import _ArrayFiles
 
@@ -39,15 +41,13 @@ def assignment_bytes(store: Store, n_topics: int) -> int:
 class SavedAssignments:
     """The saved topics of every document of a store (see the module docstring).
 
-    `previous_stats(batch)` gives the statistics the batch's documents added on their previous
-    visit (none for a document not seen yet); `record(batch, assignments)` replaces them with
-    this visit's. `state()` / the `saved` argument carry them through checkpoints.
+    `topics_of(doc_numbers)` gives the documents' saved topics, from which `previous_stats`
+    computes the statistics they added on their previous visit; `record(doc_numbers, last_sweep)`
+    replaces them with this visit's. `state()` / the `saved` argument carry them through checkpoints.
     """
 
-    def __init__(self, store: Store, n_topics: int, samples: int, directory: str | Path,
-                 saved: np.ndarray | None = None):
+    def __init__(self, store: Store, n_topics: int, directory: str | Path, saved: np.ndarray | None = None):
         self.n_topics = int(n_topics)
-        self.samples = int(samples)  # the sampler's saved sweeps, of which the last is kept
         self.dtype = topic_dtype(n_topics)
         self.unvisited = np.iinfo(self.dtype).max
         files = _ArrayFiles(directory)
@@ -58,11 +58,6 @@ class SavedAssignments:
             self.token_offsets[block.start + 1: stop + 1] = (self.token_offsets[block.start]
                                                              + np.cumsum(block.doc_lengths))
         n_tokens = int(self.token_offsets[-1])
-        if saved is not None and saved.dtype == self.dtype and len(saved) == n_tokens * self.samples != n_tokens:
-            # a checkpoint of the first version, which kept every saved sweep: keep the last
-            kept = np.empty(n_tokens, self.dtype)
-            store_last_sweep(saved, self.token_offsets, self.samples, kept, self.token_offsets[:-1])
-            saved = kept
         if saved is not None and (saved.dtype != self.dtype or len(saved) != n_tokens):
             raise ValueError(f"saved assignments of {len(saved)} {saved.dtype} do not fit this store and settings "
                              f"({n_tokens} {self.dtype})")
@@ -70,30 +65,39 @@ class SavedAssignments:
         if saved is None:
             self.topics[:] = self.unvisited
 
-    def previous_stats(self, batch: Minibatch) -> SparseStats:
-        """The statistics the batch's documents added on their previous visit, as the counts of
-        its last saved sweep per (word id, topic), each pair once (kernels/sparse_stats.py);
-        none for a document not visited yet."""
-        token_starts = batch.token_starts()
-        total = int(token_starts[-1])
-        words = batch.distinct_words()
-        out_words, out_topics, out_counts = (np.empty(total, np.int32) for _ in range(3))
-        out_n_pairs = np.zeros(batch.n_docs, np.int64)
-        saved_tallies(batch.indptr, local_ids(words, batch.words), np.asarray(batch.counts, np.int32),
-                      token_starts, self.topics, self.token_offsets[batch.doc_numbers], self.unvisited,
-                      self.n_topics, out_words, out_topics, out_counts, out_n_pairs)
-        local, topics, counts = merge_pairs(out_words, out_topics, out_counts, token_starts[:-1], out_n_pairs,
-                                            len(words), self.n_topics)
-        return SparseStats(words[local], topics, counts.astype(np.float64))
+    def topics_of(self, doc_numbers: np.ndarray) -> np.ndarray:
+        """The saved topics of the given documents, one after another (unvisited where none)."""
+        starts, stops = self.token_offsets[doc_numbers], self.token_offsets[np.asarray(doc_numbers) + 1]
+        lengths = stops - starts
+        return self.topics[np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())]
 
-    def record(self, batch: Minibatch, assignments: np.ndarray) -> None:
-        """Keep the last sweep of this visit's saved sweeps (DocumentTallies.assignments) of the
-        batch's documents."""
-        store_last_sweep(assignments, batch.token_starts(), self.samples, self.topics,
-                         self.token_offsets[batch.doc_numbers])
+    def record(self, doc_numbers: np.ndarray, last_sweep: np.ndarray) -> None:
+        """Keep each document's topics of this visit's last sweep (StepResult.last_sweep, the
+        documents' tokens one after another)."""
+        offsets = self.token_offsets[doc_numbers]
+        token_starts = np.concatenate([[0], np.cumsum(self.token_offsets[np.asarray(doc_numbers) + 1] - offsets)])
+        store_last_sweep(last_sweep, token_starts, 1, self.topics, offsets)
 
     def state(self) -> dict[str, np.ndarray]:
         return {"saved_assignments": self.topics}
 
     def close(self) -> None:
         self._files.close()
+
+
+def previous_stats(batch: Minibatch, saved: np.ndarray, unvisited: int, n_topics: int) -> StepResult:
+    """The statistics the batch's documents added on their previous visit, as the counts of its
+    last saved sweep per (word id, topic), each pair once (kernels/sparse_stats.py), given their
+    saved topics one document after another (SavedAssignments.topics_of); none for a document
+    not visited yet. A pure function of its arguments, so a worker holding the documents can
+    compute it."""
+    token_starts = batch.token_starts()
+    total = int(token_starts[-1])
+    words = batch.distinct_words()
+    out_words, out_topics, out_counts = (np.empty(total, np.int32) for _ in range(3))
+    out_n_pairs = np.zeros(batch.n_docs, np.int64)
+    saved_tallies(batch.indptr, local_ids(words, batch.words), np.asarray(batch.counts, np.int32), token_starts,
+                  saved, token_starts[:-1], unvisited, n_topics, out_words, out_topics, out_counts, out_n_pairs)
+    local, topics, counts = merge_pairs(out_words, out_topics, out_counts, token_starts[:-1], out_n_pairs,
+                                        len(words), n_topics)
+    return StepResult(words[local], topics, counts.astype(np.float64))

@@ -19,12 +19,13 @@ import math
 
 import numpy as np
 
-from .infer import block_minibatch, check_vocabulary, fit_topic_counts, frozen_point_estimates
+from .frozen import frozen_point_estimates
+from .infer import block_minibatch, check_vocabulary, fit_topic_counts
 from .kernels.evaluate import completion_loglik, left_to_right_batch
 from .kernels.ranges import even_ranges
 from .kernels.rng import stream_seeds
-from .local_step import Minibatch
-from .minibatches import read_documents
+from .minibatch import Minibatch
+from .reader import read_documents
 from .model import Model
 from .progress import Progress
 from .store import Store

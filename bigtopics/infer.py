@@ -40,8 +40,10 @@ import numpy as np
 import zarr
 
 from .atomic import atomic_write_bytes, publish_dir, temporary_sibling
-from .local_step import FrozenTopics, Minibatch, gibbs_sample
-from .minibatches import read_ahead
+from .frozen import frozen_point_estimates
+from .local_steps.gibbs import gibbs_sample
+from .minibatch import Minibatch
+from .reader import read_ahead
 from .model import Model, load_model
 from .outputs import check_output
 from .progress import Progress
@@ -72,17 +74,6 @@ class InferSettings:
             raise ValueError("burnin must be non-negative and samples at least 1")
         if self.workers < 0:
             raise ValueError("workers must be non-negative")
-
-
-def frozen_point_estimates(source, words: np.ndarray, eta: float) -> FrozenTopics:
-    """The sampler's frozen view of p(w | k) = (eta + N[k, w]) / (V eta + N[k]) for ascending word
-    ids `words`.
-
-    `source` is anything with rows(words), topic_totals() and n_words: a Model or the live
-    TopicWordTable.
-    """
-    return FrozenTopics.from_rows(words, *source.rows(np.asarray(words, np.int64)), source.topic_totals(), eta,
-                                  source.n_words, estimate="mean")
 
 
 def document_topic_counts(tallies, n_docs: int, n_topics: int):

@@ -2,52 +2,42 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 
-from .local_step import BETA_ESTIMATES
+from .local_steps import LOCAL_STEPS, LocalStep
+from .local_steps.gibbs import SAMPLING_DEFAULTS
 
-LOCAL_STEPS = ("gibbs", "vb", "lsparse", "scvb0")
-SAMPLERS = ("buckets", "alias", "mh")
 # The default document-topic prior sums to this over the topics (alpha = 5 / K), as MALLET's. With
 # a fixed alpha, documents spread over more topics as K grows (alpha K pseudo-counts against their
 # length), which costs both held-out likelihood and sampler time (benchmarks/RESULTS.md, choosing
 # the defaults).
 ALPHA_SUM = 5.0
-# (batch_size, burnin, samples) when not given, by exclude_own (benchmarks/RESULTS.md, "Choosing
-# the defaults"). A single pass: 1024 documents and 3 + 3 sweeps, ahead of 2 + 2 at every budget
-# and level with 4 + 4 per second. Revisiting documents without their own statistics, 4 + 4
-# sweeps and 512 documents reach a given score sooner and end better at K = 100 and 1000.
-SAMPLING_DEFAULTS = {False: (1024, 3, 3), True: (512, 4, 4)}
 # Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
-@dataclass
+@dataclass(init=False)
 class TrainSettings:
-    """Everything that defines a training run (defaults follow the paper's findings)."""
+    """Everything that defines a training run (defaults follow the paper's findings).
+
+    The local step's own options (sampler, burnin, top_l, ...; local_steps/) are given as keyword
+    arguments beside the others and kept, defaults filled in, in `step_options`; an option of
+    another step is an error.
+    """
 
     n_topics: int
-    alpha: float | None = None  # None: ALPHA_SUM / K, MALLET's convention (default_alpha)
-    eta: float | None = None  # None: 0.5 for the paper's geometric Gibbs step, else 0.01 (default_eta)
+    local_step: str = "gibbs"  # a name in local_steps.LOCAL_STEPS
+    step_options: dict = field(default_factory=dict)
+    alpha: float | None = None  # None: ALPHA_SUM / K, MALLET's convention
+    eta: float | None = None  # None: the local step's default_eta
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0
-    batch_size: int | None = None  # None: from SAMPLING_DEFAULTS
-    burnin: int | None = None  # None: from SAMPLING_DEFAULTS (scvb0: passes per document)
-    samples: int | None = None
-    local_step: str = "gibbs"  # gibbs | vb | lsparse | scvb0 (algorithms.md sections 1-4)
-    sampler: str = "buckets"  # the Gibbs draw: buckets | alias | mh (kernels/gibbs.py, kernels/alias_gibbs.py)
-    beta_estimate: str = "mean"  # gibbs: beta in the conditional, mean | geometric (kernels/frozen.py; README)
-    mh_steps: int = 2  # mh: Metropolis-Hastings steps per token (alternately word and document proposals)
-    top_l: int = 8  # lsparse: responsibilities kept per token
-    vb_iterations: int = 100  # vb, lsparse: cap on the per-document fixed-point iterations
+    batch_size: int | None = None  # None: from SAMPLING_DEFAULTS (local_steps/gibbs.py)
+    shard_docs: int = 0  # documents per shard of a minibatch for executors that spread one (plan.py); 0: one shard
     seed: int = 0
     epochs: int = 1
     max_docs: int | None = None
     drop_below: float = 0.01
     reset_below: float = 1e-4
-    workers: int = 0  # 0: all cores
+    workers: int = 0  # threads of the in-process engine; 0: all cores
     window_blocks: int = 16
-    # gibbs: sample each minibatch against the topics without its documents' statistics from their
-    # previous visit (assignments.py); None: on when the run makes more than one epoch
-    exclude_own: bool | None = None
     heldout: int = 0  # documents held out of training and scored as it goes
     heldout_every: str = "5m"  # how often to score them (minibatches or a duration)
     checkpoint_every: str = "30m"  # minibatches ("200") or a duration ("30m", "2h", "90s")
@@ -56,17 +46,42 @@ class TrainSettings:
     # What a resumed run may change; everything else defines the model and must stay.
     CHANGEABLE = ("epochs", "max_docs", "workers", "checkpoint_every", "keep_checkpoints", "heldout_every")
 
-    def __post_init__(self):
+    def __init__(self, n_topics: int, *, local_step: str = "gibbs", step_options: dict | None = None, **given):
+        names = {f.name for f in fields(self)}
+        own = {k: v for k, v in given.items() if k in names}
+        options = {**(step_options or {}), **{k: v for k, v in given.items() if k not in names}}
+        for f in fields(self):
+            if f.name not in ("n_topics", "local_step", "step_options"):
+                setattr(self, f.name, own.get(f.name, f.default))
+        self.n_topics, self.local_step = n_topics, local_step
+        if local_step not in LOCAL_STEPS:
+            raise ValueError(f"unknown local step {local_step!r}; choose one of {', '.join(LOCAL_STEPS)}")
+        step_class = LOCAL_STEPS[local_step]
+        known = {f.name for f in step_class.options()}
+        foreign = sorted(k for k, v in options.items() if k not in known and v is not None)
+        if foreign:
+            owners = {k: [name for name, c in LOCAL_STEPS.items() if k in {f.name for f in c.options()}]
+                      for k in foreign}
+            raise ValueError("; ".join(
+                f"--{k.replace('_', '-')} " + (f"applies to --local-step {' or '.join(owners[k])}, not {local_step}"
+                                              if owners[k] else "is not a training option") for k in foreign))
+        step = step_class(**{k: v for k, v in options.items() if k in known}).resolved(self.epochs)
+        self.step_options = asdict(step)
         if self.alpha is None and self.n_topics >= 1:
             self.alpha = ALPHA_SUM / self.n_topics
         if self.eta is None:
-            self.eta = default_eta(self.local_step, self.beta_estimate)
-        if self.exclude_own is None:
-            self.exclude_own = self.local_step == "gibbs" and self.epochs > 1
-        batch_size, burnin, samples = SAMPLING_DEFAULTS[bool(self.exclude_own)]
-        self.batch_size = batch_size if self.batch_size is None else self.batch_size
-        self.burnin = burnin if self.burnin is None else self.burnin
-        self.samples = samples if self.samples is None else self.samples
+            self.eta = step.default_eta()
+        if self.batch_size is None:
+            self.batch_size = SAMPLING_DEFAULTS[step.keeps_assignments][0]
+
+    @property
+    def step(self) -> LocalStep:
+        """The local step with its options."""
+        return LOCAL_STEPS[self.local_step](**self.step_options)
+
+    @property
+    def exclude_own(self) -> bool:
+        return self.step.keeps_assignments
 
     def validate(self) -> None:
         checks = [
@@ -76,18 +91,7 @@ class TrainSettings:
             (0.5 < self.kappa <= 1, f"kappa must be in (0.5, 1] for convergence (got {self.kappa})"),
             (self.tau0 >= 0, f"tau0 must be non-negative (got {self.tau0})"),
             (self.batch_size >= 1, f"the batch size must be at least 1 (got {self.batch_size})"),
-            (self.burnin >= 0, f"burnin must be non-negative (got {self.burnin})"),
-            (self.samples >= 1, f"samples must be at least 1 (got {self.samples})"),
-            (self.local_step in LOCAL_STEPS,
-             f"unknown local step {self.local_step!r}; choose one of {', '.join(LOCAL_STEPS)}"),
-            (self.sampler in SAMPLERS, f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}"),
-            (self.beta_estimate in BETA_ESTIMATES,
-             f"unknown estimate of beta {self.beta_estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}"),
-            (not self.exclude_own or self.local_step == "gibbs",
-             f"exclude-own needs the gibbs local step (got {self.local_step!r})"),
-            (self.mh_steps >= 1, f"mh-steps must be at least 1 (got {self.mh_steps})"),
-            (self.top_l >= 1, f"top-l must be at least 1 (got {self.top_l}); more than K means dense"),
-            (self.vb_iterations >= 1, "vb-iterations must be at least 1"),
+            (self.shard_docs >= 0, f"shard-docs must be non-negative (got {self.shard_docs})"),
             (self.epochs >= 1, f"epochs must be at least 1 (got {self.epochs})"),
             (self.max_docs is None or self.max_docs >= 1, "max-docs must be at least 1"),
             (self.drop_below >= 0, "the drop threshold must be non-negative"),
@@ -100,21 +104,9 @@ class TrainSettings:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        self.step.validate(self.n_topics)
         parse_interval(self.checkpoint_every)
         parse_interval(self.heldout_every, "held-out interval")
-
-    @property
-    def n_workers(self) -> int:
-        return self.workers or os.cpu_count() or 1
-
-
-def default_eta(local_step: str, beta_estimate: str) -> float:
-    """The topic-word prior when none is given. Gibbs steps on exp(E[log beta]) need eta near 0.5:
-    e^psi(x) is explosive near 0, so a small eta lets the first topic that samples a word keep it
-    (Mimno et al. 2012 found 0.4-0.6 best). With the mean of beta, a small eta is right, as in
-    MALLET, tomotopy and gensim: eta = 0.5 puts V/2 pseudo-counts in every topic, which swamps
-    the topics of a small corpus (benchmarks/RESULTS.md, choosing the defaults)."""
-    return 0.5 if local_step == "gibbs" and beta_estimate == "geometric" else 0.01
 
 
 def parse_interval(text: str, what: str = "checkpoint interval") -> tuple[int | None, float | None]:
@@ -139,8 +131,9 @@ def learning_rate(step: int, tau0: float, kappa: float) -> float:
 
 
 def recorded_settings(record: dict) -> TrainSettings:
-    """The settings of a run as settings.json records them; a run from before exclude_own
-    existed trained without it."""
-    return TrainSettings(**{"exclude_own": False, **record["settings"]})
-
-
+    """The settings of a run as settings.json records them."""
+    settings = dict(record["settings"])
+    if "step_options" not in settings:
+        raise ValueError("the run was started by an earlier bigtopics (its settings.json has no step_options); "
+                         "start it again with this version")
+    return TrainSettings(**settings)

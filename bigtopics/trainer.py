@@ -1,17 +1,16 @@
-"""The training loop: stream minibatches, run the local step, take the global step.
+"""The training loop: plan minibatches, run the local step, take the global step.
 
-One minibatch t (Mimno, Hoffman & Blei 2012, Algorithm 1; algorithms.md section 1):
-  1. freeze an estimate of beta for the minibatch's words from the topic-word table (kernels/frozen.py),
-     with exclude_own from the table without the minibatch's own previous statistics (assignments.py);
-  2. local step: sparse Gibbs sampling of every document (numba threads, static ranges);
+One minibatch t (Mimno, Hoffman & Blei 2012, Algorithm 1; docs/algorithms.md section 1):
+  1. copy the topic-word table's rows for the minibatch's words (frozen.TableRows), with
+     exclude-own less the statistics its documents added on their previous visit (assignments.py);
+  2. local step (local_steps/) on the executor (executors/): in this process's threads or on a
+     cluster's workers, which freeze the rows into an estimate of beta and return Nhat;
   3. global step: N <- (1 - rho_t) N + rho_t (D / |B|) Nhat with rho_t = (tau0 + t)^-kappa,
      applied lazily to the hash-sparse table (scale factor pi_t, periodic resets).
 
-Parallelism is numba threads over documents rather than worker processes: the table, the frozen
-view and the statistics are shared with no copies, pickling or merging across processes, and the
-read-ahead thread decompresses the next minibatch while the sampler (which releases the GIL)
-runs. The run directory holds settings.json, metrics.jsonl, the memory-mapped table (table/), with
-exclude_own the saved assignments (assignments/), and model.zarr (a snapshot every few minutes, at the end, and when a stop signal ends the run).
+The run directory (rundir.py) holds the settings, the metrics log, the checkpoints, the
+memory-mapped table, with exclude-own the saved assignments, and model.zarr (a snapshot every
+few minutes, at the end, and when a stop signal ends the run).
 """
 
 from __future__ import annotations
@@ -22,61 +21,33 @@ import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from .assignments import SavedAssignments, assignment_bytes
 from .atomic import atomic_write_bytes
+from .checkpoints import CheckpointInfo, load_latest_checkpoint, remove_temporaries, save_checkpoint
+from .executors import Executor, LocalThreads, StepTask
+from .frozen import TableRows
 from .heldout import heldout_documents, heldout_loglik
-from .checkpoints import (CheckpointInfo, load_latest_checkpoint,
-                          remove_temporaries, save_checkpoint)
-from .local_step import FrozenTopics, gibbs_local_step
 from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
-from .minibatches import MinibatchStream, read_ahead, read_documents
 from .model import MODEL_NAME, write_model
 from .outputs import check_output, holds_files, read_json
+from .plan import EpochPlan
 from .progress import Progress
-from .store import Store, open_store
+from .reader import read_documents
 from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, RunLock, RunState, fresh_dir,
                      read_metrics, read_settings)
 from .settings import TrainSettings, learning_rate, parse_interval, recorded_settings
+from .store import Store, open_store
 from .topic_word import TopicWordTable
+from .workers import thread_count
 
+# Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
 TABLE_BYTES_PER_ENTRY = 24
-
-
-def local_step(s: TrainSettings, table: TopicWordTable, batch, epoch: int,
-               saved: SavedAssignments | None = None):
-    """The settings' local step on one minibatch, with the table frozen: SparseStats Nhat.
-    With `saved` (exclude_own) the batch is sampled against the table without its documents'
-    previous statistics, and their new assignments are saved."""
-    words = batch.distinct_words()
-    seeds = batch.doc_seeds(s.seed, epoch)
-    if s.local_step == "gibbs":
-        with table.without(saved.previous_stats(batch)) if saved is not None else nullcontext():
-            frozen = FrozenTopics.from_table(table, words, s.eta, s.beta_estimate)
-            stats = gibbs_local_step(batch, frozen, seeds, alpha=s.alpha, burnin=s.burnin, samples=s.samples,
-                                     sampler=s.sampler, mh_steps=s.mh_steps, n_workers=s.n_workers)
-        if saved is not None:
-            saved.record(batch, stats.assignments)
-        return stats
-    from . import variational
-
-    # The variational methods estimate beta as their papers do: SCVB0 by its mean, Online VB
-    # and L-sparse VB by exp(E[log beta]); their seeds start gamma / N_theta at random values.
-    if s.local_step == "scvb0":
-        return variational.scvb0_local_step(batch, FrozenTopics.from_table(table, words, s.eta, "mean"), seeds,
-                                            alpha=s.alpha, burnin=s.burnin, n_workers=s.n_workers)
-    frozen = FrozenTopics.from_table(table, words, s.eta, "geometric")
-    if s.local_step == "vb":
-        return variational.vb_local_step(batch, frozen, seeds, alpha=s.alpha, max_iterations=s.vb_iterations,
-                                         n_workers=s.n_workers)
-    return variational.lsparse_local_step(batch, frozen, seeds, alpha=s.alpha, top_l=min(s.top_l, s.n_topics),
-                                          max_iterations=s.vb_iterations, n_workers=s.n_workers)
 
 
 def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> None:
@@ -111,7 +82,7 @@ class Trainer:
     """
 
     def __init__(self, store_path, run_dir, settings: TrainSettings, *, quiet: bool = False,
-                 report_seconds: float = 10.0, snapshot_seconds: float = 600.0):
+                 report_seconds: float = 10.0, snapshot_seconds: float = 600.0, executor: Executor | None = None):
         settings.validate()
         return_large_frees_to_os()
         self.settings = settings
@@ -125,9 +96,12 @@ class Trainer:
         if settings.heldout and settings.heldout >= self.store.n_docs:
             raise ValueError(f"cannot hold out {settings.heldout} of the store's {self.store.n_docs} documents")
         self.heldout_docs = heldout_documents(self.store.n_docs, settings.heldout, settings.seed)
-        self.stream = MinibatchStream(self.store, settings.batch_size, settings.seed, settings.window_blocks,
-                                      exclude=self.heldout_docs)
-        self.n_training_docs = self.stream.n_training_docs
+        self.plan = EpochPlan(self.store.n_docs, self.store.docs_per_block, settings.batch_size, settings.seed,
+                              settings.window_blocks, exclude=self.heldout_docs)
+        self.n_training_docs = self.plan.n_training_docs
+        self.task = StepTask(settings.step, settings.alpha, settings.eta, settings.seed, settings.shard_docs)
+        self.executor = executor if executor is not None else LocalThreads(self.store, settings.workers,
+                                                                           settings.window_blocks)
         self._heldout_batch = None
         self.last_heldout: float | None = None
         self.state = RunState()
@@ -263,23 +237,20 @@ class Trainer:
         self.table.drop_below = s.drop_below
         self.table.reset_below = s.reset_below
         self._open_saved(None)
-        numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
 
     def _open_saved(self, saved: np.ndarray | None) -> None:
         s = self.settings
         if s.exclude_own:
-            self.saved = SavedAssignments(self.store, s.n_topics, s.samples, fresh_dir(self.run_dir / ASSIGNMENTS_DIR),
+            self.saved = SavedAssignments(self.store, s.n_topics, fresh_dir(self.run_dir / ASSIGNMENTS_DIR),
                                           saved)
 
     def run(self, overwrite: bool = False) -> Path:
         """Train to the stopping rule (or a stop signal); returns the model's path."""
-        s = self.settings
         try:
             with _StopOnSignal(self):
                 if self.table is None:
                     self.start(overwrite)
                     self.write_checkpoint()  # so a run killed before its first interval can still resume
-                numba.set_num_threads(min(s.n_workers, numba.config.NUMBA_NUM_THREADS))
                 progress = Progress("train", total=self.docs_limit(), unit="docs", quiet=self.quiet,
                                     postfix=self._postfix)
                 progress.count = self.state.docs_seen
@@ -323,17 +294,18 @@ class Trainer:
         last_report = last_snapshot = last_checkpoint = last_score = clock
         interval_tokens, interval_start = 0, clock
         while st.epoch < s.epochs:
-            batches = read_ahead(self.stream.epoch(st.epoch, skip=st.batch_in_epoch))
+            minibatches = self.minibatches(st.epoch, skip=st.batch_in_epoch)
             while True:
                 with self.timer("read_wait"):  # time the sampler waits on reading and decompressing
-                    batch = next(batches, None)
-                if batch is None:
+                    work = next(minibatches, None)
+                if work is None:
                     break
                 if st.docs_seen >= self.docs_limit() or self.stop_signal is not None:
+                    minibatches.close()
                     return
-                self.step(batch, st.epoch)
-                interval_tokens += batch.n_tokens
-                progress.update(batch.n_docs)
+                n_docs, n_tokens = self.step(work)
+                interval_tokens += n_tokens
+                progress.update(n_docs)
                 now = time.monotonic()
                 st.seconds = seconds_before + now - clock
                 heldout = None
@@ -365,22 +337,36 @@ class Trainer:
             self._heldout_batch = read_documents(self.store, self.heldout_docs)
         s = self.settings
         total, n_tokens = heldout_loglik(self.table, self._heldout_batch, alpha=s.alpha, eta=s.eta, seed=s.seed,
-                                         particles=5, resample=False, n_workers=s.n_workers)
+                                         particles=5, resample=False, n_workers=thread_count(s.workers))
         self.last_heldout = total / max(n_tokens, 1)
         return self.last_heldout
 
-    def step(self, batch, epoch: int) -> None:
-        """One minibatch: freeze, local step, global step."""
-        s, st = self.settings, self.state
+    def minibatches(self, epoch: int, skip: int = 0):
+        """The executor's work items for the minibatches of an epoch, from the `skip`-th on."""
+        return self.executor.minibatches(self.plan.epoch(epoch, skip=skip))
+
+    def step(self, work) -> tuple[int, int]:
+        """One minibatch: freeze, local step, global step; returns its documents and tokens."""
+        s, st, executor = self.settings, self.state, self.executor
+        plan = executor.plan_of(work)
+        with self.timer("freeze"):
+            rows = TableRows.from_table(self.table, executor.words(work))
+            if self.saved is not None:
+                rows = rows.without(executor.previous_stats(work, self.saved).stats())
         with self.timer("local_step"):
-            stats = local_step(s, self.table, batch, epoch, self.saved)
+            result = executor.run(work, rows, self.task)
+        if self.saved is not None:
+            self.saved.record(plan.doc_numbers, result.last_sweep)
         st.step += 1
         rho = learning_rate(st.step, s.tau0, s.kappa)
+        stats = result.stats()
         with self.timer("global_step"):
-            self.table.update(stats.words, stats.topics, stats.values, rho, self.n_training_docs / batch.n_docs)
+            self.table.update(stats.words, stats.topics, stats.values, rho, self.n_training_docs / plan.n_docs)
+        n_tokens = executor.n_tokens(work)
         st.batch_in_epoch += 1
-        st.docs_seen += batch.n_docs
-        st.tokens_seen += batch.n_tokens
+        st.docs_seen += plan.n_docs
+        st.tokens_seen += n_tokens
+        return plan.n_docs, n_tokens
 
     # -- reporting -------------------------------------------------------------------------
     def _metrics_record(self, tokens_per_second: float | None = None, final: bool = False,

@@ -12,7 +12,7 @@ pytest.importorskip("gensim")
 pytest.importorskip("tomotopy")
 pytest.importorskip("scipy")
 
-from bigtopics.infer import frozen_point_estimates  # noqa: E402
+from bigtopics.frozen import frozen_point_estimates  # noqa: E402
 from bigtopics.store import StoreWriter, open_store  # noqa: E402
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"

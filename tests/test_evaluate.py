@@ -12,7 +12,7 @@ import naive
 from bigtopics.cli import main
 from bigtopics.diagnostics import top_word_ids, topic_diagnostics, umass_coherence
 from bigtopics.heldout import heldout_loglik, split_tokens
-from bigtopics.local_step import Minibatch
+from bigtopics.minibatch import Minibatch
 from bigtopics.model import load_model, write_model
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus

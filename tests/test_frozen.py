@@ -6,7 +6,7 @@ from numba import njit
 
 from bigtopics import topic_word
 from bigtopics.kernels.frozen import lookup
-from bigtopics.local_step import FrozenTopics
+from bigtopics.frozen import FrozenTopics
 from bigtopics.topic_word import TopicWordTable
 
 from . import naive

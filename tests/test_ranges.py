@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bigtopics.kernels.ranges import even_ranges
-from bigtopics.local_step import FrozenTopics
+from bigtopics.frozen import FrozenTopics
 
 from . import naive
 from .test_frozen import ETA, V, trained_table

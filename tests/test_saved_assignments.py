@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from bigtopics.assignments import SavedAssignments
-from bigtopics.local_step import FrozenTopics, SparseStats, gibbs_local_step
-from bigtopics.minibatches import read_documents
+from bigtopics.frozen import FrozenTopics
+from bigtopics.reader import read_documents
+from bigtopics.stats import SparseStats
+from steps import gibbs_local_step
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.topic_word import TopicWordTable

@@ -7,12 +7,13 @@ from click.testing import CliRunner
 from bigtopics.cli import main
 from bigtopics.kernels.rng import stream_seeds
 from bigtopics.kernels.variational import fill_initial_gamma, fill_initial_theta_weight
-from bigtopics.local_step import FrozenTopics, Minibatch
+from bigtopics.frozen import FrozenTopics
+from bigtopics.minibatch import Minibatch
 from bigtopics.model import load_model
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.settings import TrainSettings
 from bigtopics.trainer import train
-from bigtopics.variational import lsparse_local_step, scvb0_local_step, vb_local_step
+from bigtopics.local_steps.variational import lsparse_local_step, scvb0_local_step, vb_local_step
 
 from . import naive
 from .test_gibbs import freeze, sparse_topic_word
@@ -139,7 +140,7 @@ def test_same_statistics_whatever_the_number_of_workers(method):
 
 
 def test_a_dense_statistic_that_cannot_fit_is_refused(problem, monkeypatch):
-    import bigtopics.variational as variational
+    import bigtopics.local_steps.variational as variational
 
     topic_word, batch, _, seeds = problem
     monkeypatch.setattr(variational, "available_bytes", lambda: 1000)

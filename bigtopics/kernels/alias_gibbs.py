@@ -3,7 +3,9 @@ document) per token, or Metropolis-Hastings in O(1) per token (Li, Ahmed, Ravi &
 LightLDA's cycle of word and document proposals).
 
 The target is the conditional of kernels/gibbs.py. With f_w(k) = smoothing[k] + coef[k, w]
-(= exp(Elog_beta[k, w])) and n_k = n_dk^{-i}, the counts of the document's other tokens,
+(the frozen view's estimate of beta[k, w]: its mean, or exp(E[log beta[k, w]]) with the
+geometric estimate; kernels/frozen.py) and n_k = n_dk^{-i}, the counts of the document's other
+tokens,
 
     p(k) ∝ (alpha + n_k) f_w(k)
          = n_k f_w(k)            doc part: enumerate the document's topics, coef by the row hash
@@ -35,6 +37,10 @@ sweep. A step costs O(1): an alias draw, or one or two row-hash lookups for f_w.
 The alias view is the tuple (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals,
 smoothing, smoothing_prob, smoothing_alias, smoothing_total, *index): the rows and their alias tables
 (kernels/alias.py) and totals, the dense table, and the rows' index (kernels/frozen.py) spliced in.
+
+The layers, as in kernels/gibbs.py: sample_minibatch (parallel, a static range of documents per
+worker) -> sample_documents (one worker, its scratch: kernels/doc_state.py) -> sample_document
+(one document, kernels/jit.py) -> exact_topic / mh_topic (one token, inlined).
 """
 
 from __future__ import annotations
@@ -43,8 +49,8 @@ import numpy as np
 from numba import njit, prange
 
 from .alias import alias_draw, alias_table, row_alias_tables
+from .doc_state import add_token, document_scratch, finish_document, first_above
 from .frozen import lookup
-from .gibbs import _add_token, _first_above, document_scratch, finish_document
 from .jit import document_kernel
 from .rng import next_uniform
 
@@ -80,7 +86,7 @@ def exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum):
     state, u = next_uniform(state)
     x = u * (doc_mass + row_mass + alpha * smoothing_total)
     if x < doc_mass:
-        return state, doc_topics[_first_above(doc_cum, 0, n_doc_topics, x)]
+        return state, doc_topics[first_above(doc_cum, 0, n_doc_topics, x)]
     state, u = next_uniform(state)
     lo = row_indptr[w]
     if x < doc_mass + row_mass:
@@ -162,13 +168,13 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, mh_steps,
                     current, n_counted = -1, i
                 else:
                     current, n_counted = z[i], n_tokens - 1
-                    n_doc_topics = _add_token(current, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                    n_doc_topics = add_token(current, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
                 if mh_steps > 0:
                     state, k = mh_topic(state, current, w, i, n_counted, alpha, mh_steps, n_dk, z, view)
                 else:
                     state, k = exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum)
                 z[i] = k
-                n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                n_doc_topics = add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
                 i += 1
         if sweep >= burnin:
             base = (sweep - burnin) * n_tokens
@@ -178,24 +184,36 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, mh_steps,
                            topic_slot, tally, out_words, out_topics, out_counts)
 
 
+@njit(cache=True)
+def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, alpha, burnin,
+                     samples, mh_steps, max_doc_tokens, view, out_words, out_topics, out_counts, out_n_pairs,
+                     out_saved):
+    """One worker's part of sample_minibatch: documents first..last - 1, one after another, with
+    one set of scratch (kernels/doc_state.py) allocated here and reused."""
+    n_topics = view[6].shape[0]
+    # the float scratch, min(K, longest document) entries, serves as doc_cum
+    n_dk, doc_topics, topic_slot, doc_cum, _, _ = document_scratch(n_topics, max_doc_tokens)
+    tally = np.zeros(n_topics, np.int32)
+    z = np.zeros(max_doc_tokens, np.int32)
+    for d in range(first, last):
+        lo, hi = doc_indptr[d], doc_indptr[d + 1]
+        base = token_starts[d] * samples
+        top = token_starts[d + 1] * samples
+        out_n_pairs[d] = sample_document(
+            entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, mh_steps, doc_seeds[d], view,
+            n_dk, doc_topics, topic_slot, doc_cum, z, out_saved[base:top], tally,
+            out_words[base:top], out_topics[base:top], out_counts[base:top])
+
+
 @njit(parallel=True)
 def sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, worker_bounds,
                      alpha, burnin, samples, mh_steps, max_doc_tokens, view,
                      out_words, out_topics, out_counts, out_n_pairs, out_saved):
-    """Each worker samples a static, contiguous range of documents with its own scratch;
-    document d writes its pairs and saved assignments at offset token_starts[d] * samples, so the
-    output does not depend on the number of workers (as kernels/gibbs.py _sample_minibatch)."""
-    n_topics = view[6].shape[0]
+    """Sample every document of the minibatch: worker i takes the static, contiguous range
+    worker_bounds[i]..worker_bounds[i + 1] - 1 (sample_documents); document d writes its pairs
+    and saved assignments at offset token_starts[d] * samples, so the output does not depend on
+    the number of workers (as kernels/gibbs.py _sample_minibatch)."""
     for worker in prange(worker_bounds.shape[0] - 1):
-        # the float scratch, min(K, longest document) entries, serves as doc_cum
-        n_dk, doc_topics, topic_slot, doc_cum, _, _ = document_scratch(n_topics, max_doc_tokens)
-        tally = np.zeros(n_topics, np.int32)
-        z = np.zeros(max_doc_tokens, np.int32)
-        for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
-            lo, hi = doc_indptr[d], doc_indptr[d + 1]
-            base = token_starts[d] * samples
-            top = token_starts[d + 1] * samples
-            out_n_pairs[d] = sample_document(
-                entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, mh_steps, doc_seeds[d], view,
-                n_dk, doc_topics, topic_slot, doc_cum, z, out_saved[base:top], tally,
-                out_words[base:top], out_topics[base:top], out_counts[base:top])
+        sample_documents(worker_bounds[worker], worker_bounds[worker + 1], doc_indptr, entry_words, entry_counts,
+                         token_starts, doc_seeds, alpha, burnin, samples, mh_steps, max_doc_tokens, view,
+                         out_words, out_topics, out_counts, out_n_pairs, out_saved)

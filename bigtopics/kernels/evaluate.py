@@ -21,8 +21,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .doc_state import add_token, clear_document, document_scratch
 from .frozen import lookup
-from .gibbs import _add_token, document_scratch, draw_topic, scans
+from .gibbs import draw_topic, scans
 from .jit import document_kernel
 from .rng import next_uniform
 
@@ -74,13 +75,13 @@ def left_to_right_document(tokens, alpha, particles, resample, seed, frozen,
                     doc_mass += n_dk[doc_topics[i]] * smoothing[doc_topics[i]]
                 for m in range(n):
                     k = z[m]
-                    n_doc_topics = _add_token(k, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                    n_doc_topics = add_token(k, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
                     doc_mass -= smoothing[k]
                     state, u = next_uniform(state)
                     k = draw_topic(u, tokens[m], alpha, n_dk, doc_topics, n_doc_topics, doc_mass,
                                    frozen, word_cum, word_topic, word_coef)
                     z[m] = k
-                    n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                    n_doc_topics = add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
                     doc_mass += smoothing[k]
             w = tokens[n]
             p_token[n] += word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen) / (n + total_alpha)
@@ -88,11 +89,9 @@ def left_to_right_document(tokens, alpha, particles, resample, seed, frozen,
             k = draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, word_cum, word_topic,
                            word_coef)
             z[n] = k
-            n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
+            n_doc_topics = add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
             doc_mass += smoothing[k]
-        for i in range(n_doc_topics):
-            n_dk[doc_topics[i]] = 0
-            topic_slot[doc_topics[i]] = -1
+        clear_document(n_doc_topics, n_dk, doc_topics, topic_slot)
     loglik = 0.0
     for n in range(n_tokens):
         loglik += math.log(p_token[n] / particles)
@@ -115,26 +114,36 @@ def shuffled_tokens(entry_words, entry_counts, state, out):
     return state
 
 
+@njit(cache=True)
+def left_to_right_documents(first, last, doc_indptr, entry_words, entry_counts, doc_seeds, alpha, particles,
+                            resample, max_doc_tokens, max_row, frozen, out_loglik):
+    """One worker's part of left_to_right_batch: documents first..last - 1 with one set of
+    scratch (kernels/doc_state.py) allocated here and reused."""
+    n_topics = frozen[4].shape[0]
+    n_dk, doc_topics, topic_slot, word_cum, word_topic, word_coef = document_scratch(n_topics, max_row)
+    tokens = np.zeros(max_doc_tokens, np.int32)
+    z = np.zeros(max_doc_tokens, np.int32)
+    p_token = np.zeros(max_doc_tokens, np.float64)
+    for d in range(first, last):
+        lo, hi = doc_indptr[d], doc_indptr[d + 1]
+        n = 0
+        for e in range(lo, hi):
+            n += entry_counts[e]
+        state = shuffled_tokens(entry_words[lo:hi], entry_counts[lo:hi], doc_seeds[d], tokens)
+        out_loglik[d] = left_to_right_document(tokens[:n], alpha, particles, resample, state, frozen, n_dk,
+                                               doc_topics, topic_slot, z, p_token, word_cum, word_topic, word_coef)
+
+
 @njit(parallel=True)
 def left_to_right_batch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bounds, alpha, particles,
                         resample, max_doc_tokens, max_row, frozen, out_loglik):
-    """left_to_right_document for every document; each worker owns a static range of documents
-    and its scratch, and every document its own random stream (results do not depend on the
-    number of workers)."""
-    n_topics = frozen[4].shape[0]
+    """left_to_right_document for every document; worker i takes the static range
+    worker_bounds[i]..worker_bounds[i + 1] - 1 (left_to_right_documents), and every document
+    its own random stream (results do not depend on the number of workers)."""
     for worker in prange(worker_bounds.shape[0] - 1):
-        n_dk, doc_topics, topic_slot, word_cum, word_topic, word_coef = document_scratch(n_topics, max_row)
-        tokens = np.zeros(max_doc_tokens, np.int32)
-        z = np.zeros(max_doc_tokens, np.int32)
-        p_token = np.zeros(max_doc_tokens, np.float64)
-        for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
-            lo, hi = doc_indptr[d], doc_indptr[d + 1]
-            n = 0
-            for e in range(lo, hi):
-                n += entry_counts[e]
-            state = shuffled_tokens(entry_words[lo:hi], entry_counts[lo:hi], doc_seeds[d], tokens)
-            out_loglik[d] = left_to_right_document(tokens[:n], alpha, particles, resample, state, frozen, n_dk,
-                                                   doc_topics, topic_slot, z, p_token, word_cum, word_topic, word_coef)
+        left_to_right_documents(worker_bounds[worker], worker_bounds[worker + 1], doc_indptr, entry_words,
+                                entry_counts, doc_seeds, alpha, particles, resample, max_doc_tokens, max_row, frozen,
+                                out_loglik)
 
 
 @njit(cache=True)

@@ -6,8 +6,9 @@ document d (word w) is
     p(z_i = k | z_-i) ∝ (alpha + n_dk) * beta[k, w]
                       = (alpha + n_dk) * (smoothing[k] + coef[k, w])
 
-with beta estimated from N by its mean or geometric mean (kernels/frozen.py): smoothing[k] dense
-over topics, coef[k, w] > 0 only where N[k,w] > 0 (algorithms.md, section 1). The mass splits
+with beta estimated from N by its mean (the default) or its geometric mean exp(E[log beta])
+(beta_estimate "geometric"; kernels/frozen.py): smoothing[k] dense over topics, coef[k, w] > 0
+only where N[k,w] > 0 (algorithms.md, section 1). The mass splits
 into buckets (after Mimno et al. 2012, appendix A):
 
     word   = sum_{k: N[k,w] > 0} (alpha + n_dk) coef[k,w]    the word's row
@@ -34,6 +35,10 @@ share is summed again once more than MAX_CHANGES distinct topics changed.
 The frozen view is the tuple (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing,
 smoothing_cumsum, *index) of kernels/frozen.py, with smoothing's running sum added and the
 rows' index spliced in (numba's parallel drivers take flat tuples only).
+
+The layers, outermost first: _sample_minibatch (parallel, a static range of documents per
+worker) -> sample_documents (one worker, its scratch: kernels/doc_state.py and change_scratch)
+-> sample_document (one document, kernels/jit.py) -> draw_token (one token, inlined).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .doc_state import add_token, document_scratch, finish_document, first_above
 from .frozen import lookup
 from .jit import document_kernel
 from .rng import next_uniform
@@ -52,19 +58,6 @@ from .rng import next_uniform
 # Scan a row up to this many times the document's topics, else look those topics up: 16 was 3-8%
 # faster than 4 at K = 2000, within the machine's noise (benchmarks/RESULTS.md, "Training throughput").
 SCAN_PER_DOC_TOPIC = 16
-
-
-@njit(cache=True, inline="always")
-def _first_above(cumulative, lo, hi, target):
-    """The smallest j in [lo, hi) with cumulative[j] > target (hi - 1 if rounding says none)."""
-    b = hi - 1
-    while lo < b:
-        mid = (lo + b) // 2
-        if cumulative[mid] > target:
-            b = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 @njit(cache=True, inline="always")
@@ -140,7 +133,7 @@ def outside_topic(x, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass
     if not scanned and hi > lo:
         row_mass = alpha * row_coef_cumsum[hi - 1]
         if x < row_mass:
-            return row_topics[_first_above(row_coef_cumsum, lo, hi, x / alpha)]
+            return row_topics[first_above(row_coef_cumsum, lo, hi, x / alpha)]
         x -= row_mass
     if x < doc_mass and n_doc_topics > 0:
         for i in range(n_doc_topics):
@@ -148,7 +141,7 @@ def outside_topic(x, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass
             if x < 0.0:
                 return doc_topics[i]
         return doc_topics[n_doc_topics - 1]
-    return _first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], (x - doc_mass) / alpha)
+    return first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], (x - doc_mass) / alpha)
 
 
 @njit(cache=True, inline="always")
@@ -164,26 +157,8 @@ def draw_topic(u, w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen, wo
     share = word_cum[n_items - 1] if n_items > 0 else 0.0
     x = u * (share + outside_mass(w, alpha, scanned, doc_mass, frozen))
     if x < share:
-        return share_topic(_first_above(word_cum, 0, n_items, x), w, scanned, frozen, word_topic)
+        return share_topic(first_above(word_cum, 0, n_items, x), w, scanned, frozen, word_topic)
     return outside_topic(x - share, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass, frozen)
-
-
-@njit(cache=True, inline="always")
-def _add_token(k, delta, n_dk, doc_topics, topic_slot, n_doc_topics):
-    """n_dk[k] += delta (±1), keeping doc_topics[:n] = the topics with n_dk > 0."""
-    n_dk[k] += delta
-    if delta > 0 and n_dk[k] == 1:
-        doc_topics[n_doc_topics] = k
-        topic_slot[k] = n_doc_topics
-        n_doc_topics += 1
-    elif delta < 0 and n_dk[k] == 0:
-        last = doc_topics[n_doc_topics - 1]
-        slot = topic_slot[k]
-        doc_topics[slot] = last
-        topic_slot[last] = slot
-        topic_slot[k] = -1
-        n_doc_topics -= 1
-    return n_doc_topics
 
 
 # The distinct topics whose changes an entry's share keeps track of before it is summed again.
@@ -259,7 +234,7 @@ def draw_token(state, share, w, need_coef, alpha, n_dk, doc_topics, n_doc_topics
         k = outside_topic(x - current, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass, frozen)
         return state, k, lookup(frozen[6:], w, k) if need_coef else 0.0, share
     if n_changes == 0:
-        j = _first_above(word_cum, 0, n_items, x)
+        j = first_above(word_cum, 0, n_items, x)
         return state, share_topic(j, w, scanned, frozen, word_topic), share_coef(j, w, scanned, frozen, word_coef), share
     # propose from the summed share plus what the items gained (y uniform below their sum)
     y = x / current * (summed + gained)
@@ -274,7 +249,7 @@ def draw_token(state, share, w, need_coef, alpha, n_dk, doc_topics, n_doc_topics
         while change_counts[s] <= 0:  # rounding carried y past the last item that gained
             s -= 1
         return state, change_topics[s], change_coef[s], share
-    j = _first_above(word_cum, 0, n_items, y)
+    j = first_above(word_cum, 0, n_items, y)
     k = share_topic(j, w, scanned, frozen, word_topic)
     slot = change_slot[k]
     if slot >= 0 and change_counts[slot] < 0:
@@ -290,54 +265,9 @@ def draw_token(state, share, w, need_coef, alpha, n_dk, doc_topics, n_doc_topics
                 x = u * outside_mass(w, alpha, scanned, doc_mass, frozen)
                 k = outside_topic(x, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass, frozen)
                 return state, k, lookup(frozen[6:], w, k) if need_coef else 0.0, share
-            j = _first_above(word_cum, 0, share[0], u * share[2])
+            j = first_above(word_cum, 0, share[0], u * share[2])
             k = share_topic(j, w, scanned, frozen, word_topic)
     return state, k, share_coef(j, w, scanned, frozen, word_coef), share
-
-
-@njit(cache=True)
-def document_scratch(n_topics, max_row):
-    """Per-worker state of the document being sampled: (n_dk, doc_topics, topic_slot,
-    word_cum, word_topic, word_coef), clean (n_dk = 0, topic_slot = -1)."""
-    scratch = max(1, min(max_row, n_topics))
-    return (np.zeros(n_topics, np.int32), np.zeros(n_topics, np.int32), np.full(n_topics, -1, np.int32),
-            np.zeros(scratch, np.float64), np.zeros(scratch, np.int32), np.zeros(scratch, np.float64))
-
-
-@njit(cache=True, inline="always")
-def finish_document(entry_words, entry_counts, samples, n_tokens, z_saved, n_doc_topics, n_dk, doc_topics,
-                    topic_slot, tally, out_words, out_topics, out_counts):
-    """Clean the document scratch (n_dk, topic_slot) for the next document and emit the saved
-    assignments z_saved (samples sweeps of n_tokens) as (word, topic, count) pairs; returns how
-    many pairs were written."""
-    # leave the scratch clean for the next document
-    for j in range(n_doc_topics):
-        k = doc_topics[j]
-        n_dk[k] = 0
-        topic_slot[k] = -1
-
-    # tally saved assignments per entry; tokens of an entry are contiguous
-    n_pairs = 0
-    first = 0
-    for e in range(entry_words.shape[0]):
-        n_touched = 0
-        for s in range(samples):
-            base = s * n_tokens + first
-            for t in range(entry_counts[e]):
-                k = z_saved[base + t]
-                if tally[k] == 0:
-                    doc_topics[n_touched] = k  # doc_topics is free scratch now
-                    n_touched += 1
-                tally[k] += 1
-        for j in range(n_touched):
-            k = doc_topics[j]
-            out_words[n_pairs] = entry_words[e]
-            out_topics[n_pairs] = k
-            out_counts[n_pairs] = tally[k]
-            tally[k] = 0
-            n_pairs += 1
-        first += entry_counts[e]
-    return n_pairs
 
 
 @njit(cache=True)
@@ -356,9 +286,11 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
     """Gibbs-sample one document and emit its sufficient statistics.
 
     The document is given as entries (word, count); its tokens are the entries' words repeated.
-    Initialisation is sequential, p(z_i = k) ∝ (alpha + #{j < i: z_j = k}) exp(Elog_beta[k,w_i]);
-    then `burnin` sweeps are discarded and `samples` sweeps saved. Emits, per (word, topic) pair,
-    the number of (token, saved sweep) assignments, so Nhat[k,w] = out_count / samples.
+    Initialisation is sequential, p(z_i = k) ∝ (alpha + #{j < i: z_j = k}) beta[k, w_i] with
+    beta[k, w] = smoothing[k] + coef[k, w] the frozen view's estimate (module docstring); then
+    `burnin` sweeps are discarded and `samples` sweeps saved. Emits, per (word, topic) pair, the
+    number of (token, saved sweep) assignments, so Nhat[k,w] = out_count / samples
+    (kernels/doc_state.py finish_document).
     z_coef holds coef[z_i, w_i] for the tokens of repeated words (what their share tracks).
     Scratch n_dk / tally / topic_slot / change_slot must be zero / zero / -1 / -1 on entry and
     are left that way. Returns the number of pairs written to out_*.
@@ -387,7 +319,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
             for t in range(count):
                 if sweep >= 0:  # during the initialisation each token sees only the tokens before it
                     k = z[i]
-                    n_doc_topics = _add_token(k, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                    n_doc_topics = add_token(k, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
                     doc_mass -= smoothing[k]
                     if t > 0:
                         share = note_change(share, k, -1, z_coef[i], change_slot, change_topics, change_counts,
@@ -397,7 +329,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
                                                         word_coef, change_slot, change_topics, change_counts,
                                                         change_coef)
                 z[i] = k
-                n_doc_topics = _add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
+                n_doc_topics = add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
                 doc_mass += smoothing[k]
                 if t + 1 < count:
                     share = note_change(share, k, 1, z_coef[i], change_slot, change_topics, change_counts,
@@ -412,29 +344,41 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
                            topic_slot, tally, out_words, out_topics, out_counts)
 
 
+@njit(cache=True)
+def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, alpha, burnin,
+                     samples, max_doc_tokens, max_row, frozen, out_words, out_topics, out_counts, out_n_pairs,
+                     out_saved):
+    """One worker's part of _sample_minibatch: documents first..last - 1, one after another, with
+    one set of scratch (kernels/doc_state.py, change_scratch) allocated here and reused."""
+    n_topics = frozen[4].shape[0]
+    n_dk, doc_topics, topic_slot, word_cum, word_topic, word_coef = document_scratch(n_topics, max_row)
+    change_slot, change_topics, change_counts, change_coef = change_scratch(n_topics)
+    tally = np.zeros(n_topics, np.int32)
+    z = np.zeros(max_doc_tokens, np.int32)
+    z_coef = np.zeros(max_doc_tokens, np.float64)
+    for d in range(first, last):
+        lo, hi = doc_indptr[d], doc_indptr[d + 1]
+        base = token_starts[d] * samples
+        top = token_starts[d + 1] * samples
+        out_n_pairs[d] = sample_document(
+            entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, doc_seeds[d], frozen,
+            n_dk, doc_topics, topic_slot, z, z_coef, out_saved[base:top], word_cum, word_topic, word_coef, tally,
+            change_slot, change_topics, change_counts, change_coef,
+            out_words[base:top], out_topics[base:top], out_counts[base:top])
+
+
 @njit(parallel=True)
 def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds,
                       worker_bounds, alpha, burnin, samples, max_doc_tokens, max_row, frozen,
                       out_words, out_topics, out_counts, out_n_pairs, out_saved):
-    """Each worker samples a static, contiguous range of documents with its own scratch.
+    """Sample every document of the minibatch: worker i takes the static, contiguous range
+    worker_bounds[i]..worker_bounds[i + 1] - 1 (sample_documents).
 
     Document d writes its pairs, and its saved assignments (samples sweeps of its tokens, sweep
     by sweep), at offset token_starts[d] * samples, so the output does not depend on the number
-    of workers.
+    of workers. max_doc_tokens bounds the documents' lengths and max_row the rows of their words.
     """
-    n_topics = frozen[4].shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
-        n_dk, doc_topics, topic_slot, word_cum, word_topic, word_coef = document_scratch(n_topics, max_row)
-        change_slot, change_topics, change_counts, change_coef = change_scratch(n_topics)
-        tally = np.zeros(n_topics, np.int32)
-        z = np.zeros(max_doc_tokens, np.int32)
-        z_coef = np.zeros(max_doc_tokens, np.float64)
-        for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
-            lo, hi = doc_indptr[d], doc_indptr[d + 1]
-            base = token_starts[d] * samples
-            top = token_starts[d + 1] * samples
-            out_n_pairs[d] = sample_document(
-                entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, doc_seeds[d], frozen,
-                n_dk, doc_topics, topic_slot, z, z_coef, out_saved[base:top], word_cum, word_topic, word_coef, tally,
-                change_slot, change_topics, change_counts, change_coef,
-                out_words[base:top], out_topics[base:top], out_counts[base:top])
+        sample_documents(worker_bounds[worker], worker_bounds[worker + 1], doc_indptr, entry_words, entry_counts,
+                         token_starts, doc_seeds, alpha, burnin, samples, max_doc_tokens, max_row, frozen,
+                         out_words, out_topics, out_counts, out_n_pairs, out_saved)

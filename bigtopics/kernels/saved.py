@@ -6,7 +6,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .gibbs import finish_document
+from .doc_state import finish_document
 from .ranges import even_ranges
 
 
@@ -15,7 +15,7 @@ def saved_tallies(doc_indptr, entry_words, entry_counts, token_starts, saved, sa
                   out_words, out_topics, out_counts, out_n_pairs):
     """Document d's saved topics saved[saved_starts[d]:][:n_d] (one per token) as (word, topic,
     count) pairs at offset token_starts[d] of out_*, as the sampler emits them for one saved
-    sweep (kernels/gibbs.py finish_document); a document whose first slot is `unvisited` has none.
+    sweep (kernels/doc_state.py finish_document); a document whose first slot is `unvisited` has none.
     Each thread takes a static range of documents with its own scratch."""
     bounds = even_ranges(token_starts, numba.get_num_threads())
     for part in prange(bounds.shape[0] - 1):

@@ -1,6 +1,7 @@
-"""The variational local steps: Online VB, L-sparse VB and SCVB0 (algorithms.md sections 2-4).
+"""The variational local steps' kernels' drivers: Online VB, L-sparse VB and SCVB0 (docs/algorithms.md,
+sections 2-4); their LocalStep classes are vb.py, lsparse.py and scvb0.py.
 
-Like local_step.gibbs_local_step, each is a pure function of (the minibatch, a frozen view of
+Each is a pure function of (the minibatch, a frozen view of
 the topics for its words, per-document seeds) returning the minibatch's expected counts
 Nhat[k, w] summed over its documents as SparseStats (the trainer scales by D / |B|). The math is
 in kernels/variational.py.
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels.ranges import even_ranges
-from .kernels.sparse_stats import merge_pairs
-from .kernels.variational import (_lsparse_minibatch, _scvb0_minibatch, _vb_minibatch,
+from ..frozen import FrozenTopics
+from ..kernels.ranges import even_ranges
+from ..kernels.sparse_stats import merge_pairs
+from ..kernels.variational import (_lsparse_minibatch, _scvb0_minibatch, _vb_minibatch,
                                   expected_counts_by_word)
-from .local_step import FrozenTopics, Minibatch, SparseStats
-from .memory import available_bytes, format_bytes
+from ..memory import available_bytes, format_bytes
+from ..minibatch import Minibatch
+from ..stats import SparseStats
 
 # Bytes per (batch word, topic) cell of a dense statistic at its peak: the float64 array, then
 # the kept positions (int64) and the output words, topics and values (SparseStats).
@@ -73,7 +76,7 @@ def vb_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray,
                   max_iterations: int, n_workers: int = 1) -> SparseStats:
     """Online VB's local step (Hoffman et al. 2010; algorithms.md 2): Nhat[k, w] = sum_d c_dw phi_dw[k].
 
-    `frozen` holds exp(Elog_beta) (FrozenTopics.from_table). Each document's gamma starts at
+    `frozen` holds exp(Elog_beta) (TableRows.freeze with the geometric estimate). Each document's gamma starts at
     Gamma(100, 1/100) draws from its stream (as in Hoffman's code; a constant start would leave
     topics that start out equal, as in an empty table, equal forever) and iterates to a mean
     change below 1e-5 or max_iterations. Dense in K: the O(K) reference.

@@ -1,0 +1,92 @@
+"""The executor's interface: where the local step of each minibatch runs.
+
+The trainer keeps the topic-word table, applies the global step and checkpoints; an executor
+is handed minibatch plans (plan.py: document numbers, epoch) and, for each, a frozen,
+self-contained view of the table rows the minibatch needs (frozen.TableRows), and returns the
+minibatch's statistics merged in document order (stats.StepResult). One minibatch goes through
+
+    work = next(executor.minibatches(plans))     reading starts, ahead of the sampler
+    executor.words(work)                         the minibatch's distinct word ids
+    executor.n_tokens(work)                      and its number of tokens
+    executor.previous_stats(work, saved)         exclude-own: what its documents added last visit
+    executor.run(work, rows, task)               the local step on the frozen rows
+
+and the same plans, rows and task give the same result, bit for bit, on every executor.
+Executors register in executors/__init__.py.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from ..assignments import SavedAssignments
+from ..frozen import FrozenTopics, TableRows
+from ..local_steps import LocalStep
+from ..minibatch import Minibatch
+from ..plan import MinibatchPlan
+from ..stats import StepResult
+
+
+@dataclass(frozen=True)
+class StepTask:
+    """What every shard of a run's local steps needs besides its documents and rows: picklable
+    and small, the same for every minibatch."""
+
+    step: LocalStep
+    alpha: float
+    eta: float
+    seed: int
+    shard_docs: int = 0
+
+    def freeze(self, rows: TableRows) -> FrozenTopics:
+        return rows.freeze(self.eta, self.step.beta_estimate)
+
+    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, n_workers: int) -> StepResult:
+        """The local step on `batch` with the topics `frozen`."""
+        return self.step.run(batch, frozen, doc_seeds, alpha=self.alpha, n_workers=n_workers)
+
+
+class Executor(ABC):
+    """Runs local steps (see the module docstring)."""
+
+    @abstractmethod
+    def minibatches(self, plans: Iterator[MinibatchPlan]) -> Iterator:
+        """Work items for the plans, in order; reading may run ahead."""
+
+    @abstractmethod
+    def plan_of(self, work) -> MinibatchPlan:
+        """The plan a work item was made from."""
+
+    @abstractmethod
+    def words(self, work) -> np.ndarray:
+        """The distinct word ids of the work's documents, ascending."""
+
+    @abstractmethod
+    def n_tokens(self, work) -> int:
+        """The number of tokens of the work's documents."""
+
+    @abstractmethod
+    def previous_stats(self, work, saved: SavedAssignments) -> StepResult:
+        """The statistics the work's documents added on their previous visit (assignments.previous_stats)."""
+
+    @abstractmethod
+    def run(self, work, rows: TableRows, task: StepTask) -> StepResult:
+        """The local step on the work's documents with the topics frozen from `rows`, merged in
+        document order."""
+
+    def metrics(self) -> dict:
+        """Figures for the progress line and the metrics log (a cluster's workers, bytes, waits)."""
+        return {}
+
+    def close(self) -> None:
+        """Release what the executor holds (threads, a cluster)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

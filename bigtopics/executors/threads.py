@@ -1,0 +1,61 @@
+"""The in-process engine: numba threads over the documents of each minibatch.
+
+The minibatch is read and prepared by a read-ahead thread while the previous one samples; the
+local step splits its documents into static ranges of about equal work, one per thread, each
+document with its own random stream, so the result does not depend on the number of threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from ..assignments import SavedAssignments, previous_stats
+from ..frozen import TableRows
+from ..minibatch import Minibatch
+from ..plan import MinibatchPlan
+from ..reader import DocumentReader, prepared, read_ahead
+from ..stats import StepResult, merge_results
+from ..store import Store
+from ..workers import use_threads
+from .base import Executor, StepTask
+
+
+@dataclass
+class LocalWork:
+    plan: MinibatchPlan
+    batch: Minibatch
+
+
+class LocalThreads(Executor):
+    """Runs every local step in this process with `workers` numba threads (0: all cores)."""
+
+    def __init__(self, store: Store, workers: int = 0, window_blocks: int = 16):
+        self.reader = DocumentReader(store, cache_blocks=window_blocks)
+        self.n_threads = use_threads(workers)
+
+    def minibatches(self, plans: Iterator[MinibatchPlan]) -> Iterator[LocalWork]:
+        return read_ahead(LocalWork(plan, prepared(self.reader.read(plan.doc_numbers))) for plan in plans)
+
+    def plan_of(self, work: LocalWork) -> MinibatchPlan:
+        return work.plan
+
+    def words(self, work: LocalWork) -> np.ndarray:
+        return work.batch.distinct_words()
+
+    def n_tokens(self, work: LocalWork) -> int:
+        return work.batch.n_tokens
+
+    def previous_stats(self, work: LocalWork, saved: SavedAssignments) -> StepResult:
+        return previous_stats(work.batch, saved.topics_of(work.plan.doc_numbers), saved.unvisited, saved.n_topics)
+
+    def run(self, work: LocalWork, rows: TableRows, task: StepTask) -> StepResult:
+        seeds = work.plan.doc_seeds(task.seed)
+        shards = work.plan.shards(task.shard_docs)
+        frozen = task.freeze(rows)
+        if len(shards) == 1 or task.step.exact_merge:  # one call: the same sums as shard by shard
+            return task.run(work.batch, frozen, seeds, self.n_threads)
+        return merge_results([task.run(work.batch.slice(lo, hi), frozen, seeds[lo:hi], self.n_threads)
+                              for lo, hi in shards], rows.n_topics)

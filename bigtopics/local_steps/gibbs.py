@@ -1,0 +1,167 @@
+"""The hybrid algorithm's local step: sparse Gibbs sampling of each document with the topics
+frozen (Mimno, Hoffman & Blei 2012; docs/algorithms.md, section 1).
+
+Each token's topic is drawn from the bucket decomposition of its conditional (kernels/gibbs.py),
+exactly with alias tables ("alias"), or by Metropolis-Hastings steps with alias proposals ("mh",
+kernels/alias_gibbs.py). After `burnin` sweeps, `samples` sweeps are saved and Nhat[k, w] is the
+average of their counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..assignments import topic_dtype
+from ..frozen import BETA_ESTIMATES, FrozenTopics
+from ..kernels.alias_gibbs import sample_minibatch as alias_sample_minibatch
+from ..kernels.gibbs import _sample_minibatch
+from ..kernels.ranges import even_ranges
+from ..kernels.saved import store_last_sweep
+from ..kernels.sparse_stats import merge_pairs
+from ..minibatch import Minibatch
+from ..stats import StepResult
+from .base import LocalStep, check, option
+
+SAMPLERS = ("buckets", "alias", "mh")
+# (batch_size, burnin, samples) when not given, by exclude_own (benchmarks/RESULTS.md, "Choosing
+# the defaults"). A single pass: 1024 documents and 3 + 3 sweeps, ahead of 2 + 2 at every budget
+# and level with 4 + 4 per second. Revisiting documents without their own statistics, 4 + 4
+# sweeps and 512 documents reach a given score sooner and end better at K = 100 and 1000.
+SAMPLING_DEFAULTS = {False: (1024, 3, 3), True: (512, 4, 4)}
+
+
+@dataclass(frozen=True)
+class GibbsStep(LocalStep):
+    name = "gibbs"
+    summary = "sparse hybrid Gibbs (the core paper's algorithm): sparse in K, the default"
+    exact_merge = True
+
+    sampler: str = option("how a topic is drawn: bucket decomposition with prefix sums, alias tables, or "
+                          "Metropolis-Hastings with alias proposals  [default: buckets]", choices=SAMPLERS)
+    beta_estimate: str = option("the topic-word term of the conditional: the mean (eta + N_kw) / (V eta + N_k) "
+                                "or the paper's exp(E[log beta_kw]) (docs/choosing-settings.md)  [default: mean]",
+                                choices=BETA_ESTIMATES)
+    mh_steps: int = option("mh: Metropolis-Hastings steps per token, alternately word and document proposals  "
+                           "[default: 2]")
+    burnin: int = option("sweeps discarded per document  [default: 3; 4 with --exclude-own]")
+    samples: int = option("sweeps averaged per document  [default: 3; 4 with --exclude-own]")
+    exclude_own: bool = option(
+        "sample each minibatch against the topics without its documents' statistics from their previous visit, "
+        "as a collapsed sampler leaves out the document it draws; keeps each document's assignments on disk "
+        "(run/assignments/: 2 bytes per token)  [default: on when --epochs is above 1]",
+        flag="--exclude-own/--include-own")
+
+    def resolved(self, epochs: int) -> "GibbsStep":
+        exclude_own = epochs > 1 if self.exclude_own is None else bool(self.exclude_own)
+        _, burnin, samples = SAMPLING_DEFAULTS[exclude_own]
+        return replace(self, sampler=self.sampler or "buckets", beta_estimate=self.beta_estimate or "mean",
+                       mh_steps=2 if self.mh_steps is None else self.mh_steps,
+                       burnin=burnin if self.burnin is None else self.burnin,
+                       samples=samples if self.samples is None else self.samples, exclude_own=exclude_own)
+
+    def validate(self, n_topics: int) -> None:
+        check(self.sampler in SAMPLERS, f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
+        check(self.beta_estimate in BETA_ESTIMATES,
+              f"unknown estimate of beta {self.beta_estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}")
+        check(self.mh_steps >= 1, f"mh-steps must be at least 1 (got {self.mh_steps})")
+        check(self.burnin >= 0, f"burnin must be non-negative (got {self.burnin})")
+        check(self.samples >= 1, f"samples must be at least 1 (got {self.samples})")
+
+    @property
+    def keeps_assignments(self) -> bool:
+        return bool(self.exclude_own)
+
+    def default_eta(self) -> float:
+        """Gibbs steps on exp(E[log beta]) need eta near 0.5: e^psi(x) is explosive near 0, so a
+        small eta lets the first topic that samples a word keep it (Mimno et al. 2012 found 0.4-0.6
+        best). With the mean of beta a small eta is right, as in MALLET, tomotopy and gensim."""
+        return 0.5 if self.beta_estimate == "geometric" else 0.01
+
+    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
+            n_workers: int) -> StepResult:
+        tallies = gibbs_sample(batch, frozen, doc_seeds, alpha=alpha, burnin=self.burnin, samples=self.samples,
+                               sampler=self.sampler, mh_steps=self.mh_steps, n_workers=n_workers)
+        words, topics, counts = merge_pairs(tallies.words, tallies.topics, tallies.counts, tallies.starts,
+                                            tallies.sizes, len(frozen.words), frozen.n_topics)
+        last_sweep = None
+        if self.exclude_own:
+            token_starts = batch.token_starts()
+            last_sweep = np.empty(int(token_starts[-1]), topic_dtype(frozen.n_topics))
+            store_last_sweep(tallies.assignments, token_starts, self.samples, last_sweep, token_starts[:-1])
+        return StepResult(frozen.words[words], topics, counts.astype(np.float64), self.samples, last_sweep)
+
+
+@dataclass
+class DocumentTallies:
+    """Per-document Gibbs tallies: document d's (word, topic, count) triples are the segment
+    [starts[d], starts[d] + sizes[d]) of words (indices into FrozenTopics.words; word ids when
+    they come from assignments.SavedAssignments), topics and
+    counts; a count is the number of (token, saved sweep) assignments, so it sums to
+    samples * doc_length over a document. assignments[starts[d]: starts[d] + samples * doc_length]
+    are the document's saved topics, sweep by sweep, each sweep its tokens in order."""
+
+    words: np.ndarray
+    topics: np.ndarray
+    counts: np.ndarray
+    starts: np.ndarray
+    sizes: np.ndarray
+    samples: int
+    assignments: np.ndarray | None = None
+
+
+def gibbs_sample(
+    batch: Minibatch,
+    frozen: FrozenTopics,
+    doc_seeds: np.ndarray,
+    *,
+    alpha: float,
+    burnin: int,
+    samples: int,
+    sampler: str = "buckets",
+    mh_steps: int = 2,
+    n_workers: int = 1,
+) -> DocumentTallies:
+    """Sparse Gibbs sampling of every document of the batch.
+
+    The sampler draws each topic from the four buckets (kernels/gibbs.py), exactly with alias
+    tables ("alias") or by mh_steps Metropolis-Hastings steps with alias proposals ("mh"; both in
+    kernels/alias_gibbs.py). Documents are split into n_workers contiguous ranges of about equal
+    token counts, each sampled by one numba thread; every document has its own random stream and
+    its own output slot, so the result does not depend on n_workers.
+    """
+    if samples < 1:
+        raise ValueError("samples must be at least 1")
+    if sampler not in ("buckets", "alias", "mh"):
+        raise ValueError(f"unknown sampler {sampler!r}")
+    if sampler == "mh" and mh_steps < 1:
+        raise ValueError("mh_steps must be at least 1")
+    local_words = frozen.local_ids(batch.words)
+    counts = np.asarray(batch.counts, np.int32)
+    token_starts = batch.token_starts()
+    doc_tokens = np.diff(token_starts)
+    total = int(token_starts[-1])
+    worker_bounds = even_ranges(token_starts, n_workers)
+    row_lengths = np.diff(frozen.row_indptr)
+    out_words = np.empty(total * samples, np.int32)
+    out_topics = np.empty(total * samples, np.int32)
+    out_counts = np.empty(total * samples, np.int32)
+    out_n_pairs = np.zeros(batch.n_docs, np.int64)
+    out_saved = np.empty(total * samples, np.int32)
+    seeds = np.asarray(doc_seeds, np.uint64)
+    max_doc_tokens = int(doc_tokens.max(initial=1))
+    if sampler == "buckets":
+        _sample_minibatch(
+            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
+            int(samples), max_doc_tokens, int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words,
+            out_topics, out_counts, out_n_pairs, out_saved,
+        )
+    else:
+        alias_sample_minibatch(
+            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
+            int(samples), int(mh_steps) if sampler == "mh" else 0, max_doc_tokens, frozen.alias_view(),
+            out_words, out_topics, out_counts, out_n_pairs, out_saved,
+        )
+    return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs, samples,
+                           out_saved)

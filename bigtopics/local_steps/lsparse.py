@@ -1,0 +1,42 @@
+"""L-sparse variational local step (Hughes & Sudderth): Online VB keeping the top L topics per
+document-word."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..frozen import FrozenTopics
+from ..minibatch import Minibatch
+from ..stats import StepResult
+from .base import LocalStep, check, option
+from .variational import lsparse_local_step
+from .vb import VB_ITERATIONS
+
+
+@dataclass(frozen=True)
+class LSparseStep(LocalStep):
+    name = "lsparse"
+    summary = "L-sparse VB (Hughes & Sudderth): top-L responsibilities per token, sparse in K"
+
+    top_l: int = option("responsibilities kept per token (more than K means dense)  [default: 8]")
+    vb_iterations: int = option(f"most fixed-point iterations per document  [default: {VB_ITERATIONS}]")
+
+    def resolved(self, epochs: int) -> "LSparseStep":
+        return replace(self, top_l=8 if self.top_l is None else self.top_l,
+                       vb_iterations=VB_ITERATIONS if self.vb_iterations is None else self.vb_iterations)
+
+    def validate(self, n_topics: int) -> None:
+        check(self.top_l >= 1, f"top-l must be at least 1 (got {self.top_l}); more than K means dense")
+        check(self.vb_iterations >= 1, "vb-iterations must be at least 1")
+
+    @property
+    def beta_estimate(self) -> str:
+        return "geometric"
+
+    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
+            n_workers: int) -> StepResult:
+        stats = lsparse_local_step(batch, frozen, doc_seeds, alpha=alpha, top_l=min(self.top_l, frozen.n_topics),
+                                   max_iterations=self.vb_iterations, n_workers=n_workers)
+        return StepResult(stats.words, stats.topics, stats.values)
