@@ -37,7 +37,8 @@ MARKS = (1 / 8, 1 / 4, 1 / 2, 1)  # of --curve-seconds: where the curves are pri
 
 def step_options(step: str, top_l: int) -> dict:
     local, _, sampler = step.partition(":")
-    return {"local_step": local, "top_l": top_l, **({"sampler": sampler} if sampler else {})}
+    return {"local_step": local, **({"top_l": top_l} if local == "lsparse" else {}),
+            **({"sampler": sampler} if sampler else {})}
 
 
 def curve_child(store: str, step: str, k: int, batch_size: int, top_l: int, heldout: int, score_every: int,

@@ -189,9 +189,11 @@ def alpha_for(k: int, args) -> float:
 def parse_options(pairs: list[str]) -> dict:
     """key=value pairs of TrainSettings fields (--bigtopics-option here, --option in bench_train.py),
     typed like the fields."""
+    from bigtopics.local_steps import LOCAL_STEPS
     from bigtopics.settings import TrainSettings
 
-    fields = {f.name: f for f in dataclasses.fields(TrainSettings) if f.name not in HARNESS_SETTINGS}
+    fields = {f.name: f for f in dataclasses.fields(TrainSettings) if f.name not in (*HARNESS_SETTINGS, "step_options")}
+    fields.update({f.name: f for step in LOCAL_STEPS.values() for f in step.options()})
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -200,9 +202,11 @@ def parse_options(pairs: list[str]) -> dict:
             raise ValueError(f"--bigtopics-option {pair!r}: give key=value with a TrainSettings field "
                              f"({', '.join(fields)}; the harness sets {', '.join(HARNESS_SETTINGS)})")
         default = fields[key].default
-        kind = type(default) if default is not None else int if "int" in str(fields[key].type) else float
+        kind = type(default) if default is not None else next(
+            (t for t in (bool, int, str) if t.__name__ in str(fields[key].type)), float)
         try:
-            options[key] = value if kind is str else kind(float(value)) if kind is int else kind(value)
+            options[key] = (value.lower() in ("1", "true", "yes", "on") if kind is bool else value if kind is str
+                            else kind(float(value)) if kind is int else kind(value))
         except ValueError:
             raise ValueError(f"--bigtopics-option {pair!r}: {key} takes a {kind.__name__}") from None
     TrainSettings(n_topics=2, **options).validate()

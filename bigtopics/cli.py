@@ -16,6 +16,7 @@ import click
 import numpy as np
 
 from .checkpoints import CheckpointError
+from .local_steps import LOCAL_STEPS
 from .store import StoreError
 
 
@@ -178,6 +179,27 @@ def demo(workdir, n_topics, epochs):
 # -- train and topics -----------------------------------------------------------------------
 
 
+def local_step_options(fn):
+    """One option for each local-step option of the registry (local_steps/), its help naming the
+    steps it applies to; TrainSettings refuses one that does not apply to the chosen step."""
+    owners: dict[str, list] = {}
+    for name, step in LOCAL_STEPS.items():
+        for f in step.options():
+            owners.setdefault(f.name, []).append((name, f))
+    for option_name, steps in reversed(list(owners.items())):
+        first = steps[0][1]
+        flag = first.metadata.get("flag")
+        helps = {f.metadata["help"] for _, f in steps}
+        text = (", ".join(name for name, _ in steps) + ": " + first.metadata["help"] if len(helps) == 1
+                else "; ".join(f"{name}: {f.metadata['help']}" for name, f in steps))
+        kind = click.Choice(first.metadata["choices"]) if "choices" in first.metadata else (None if flag else int)
+        declarations = [flag] if flag else ["--" + option_name.replace("_", "-")]
+        fn = click.option(*declarations, option_name, type=kind, default=None, help=text)(fn)
+    return fn
+
+
+
+
 @main.command()
 @click.argument("store", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("-o", "--output", "run_dir", type=click.Path(file_okay=False),
@@ -191,29 +213,16 @@ def demo(workdir, n_topics, epochs):
 @click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024; 512 with --exclude-own]")
 @click.option("--alpha", type=float, help="Document-topic prior of each topic.  [default: 5/K, as MALLET]")
 @click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
+@click.option("--local-step", type=click.Choice(list(LOCAL_STEPS)),
+              help="Per-document inference: " + "; ".join(f"{name}: {step.summary}" for name, step in LOCAL_STEPS.items())
+                   + ".  [default: gibbs]")
 @click.option("--kappa", type=float, help="Learning-rate decay, rho_t = (tau0 + t)^-kappa.  [default: 0.51]")
 @click.option("--tau0", type=float, help="Learning-rate offset.  [default: 1]")
-@click.option("--burnin", type=int,
-              help="Gibbs sweeps discarded per document (scvb0: burn-in passes).  [default: 3; 4 with --exclude-own]")
-@click.option("--samples", type=int, help="Gibbs sweeps averaged per document.  [default: 3; 4 with --exclude-own]")
-@click.option("--local-step", type=click.Choice(["gibbs", "vb", "lsparse", "scvb0"]),
-              help="Per-document inference: gibbs (sparse hybrid Gibbs), vb (Online VB, dense in K), lsparse "
-                   "(top-L variational responsibilities), scvb0 (stochastic collapsed VB).  [default: gibbs]")
-@click.option("--sampler", type=click.Choice(["buckets", "alias", "mh"]),
-              help="gibbs: how a topic is drawn (bucket decomposition with prefix sums, alias tables, "
-                   "Metropolis-Hastings with alias proposals).  [default: buckets]")
-@click.option("--beta-estimate", type=click.Choice(["mean", "geometric"]),
-              help="gibbs: topic-word term of the conditional, the mean (eta + N_kw) / (V eta + N_k) or the "
-                   "paper's exp(E[log beta_kw]) (README: choosing settings).  [default: mean]")
-@click.option("--exclude-own/--include-own", default=None,
-              help="gibbs: sample each minibatch against the topics without its documents' statistics from their "
-                   "previous visit, as a collapsed sampler leaves out the document it draws; keeps each document's "
-                   "assignments on disk (run/assignments/: 2 bytes per token).  [default: on when "
-                   "--epochs is above 1]")
-@click.option("--mh-steps", type=int,
-              help="mh: Metropolis-Hastings steps per token, alternately word and document proposals.  [default: 2]")
-@click.option("--top-l", type=int, help="lsparse: responsibilities kept per token.  [default: 8]")
-@click.option("--vb-iterations", type=int, help="vb, lsparse: most fixed-point iterations per document.  [default: 100]")
+@local_step_options
+@click.option("--shard-docs", type=int,
+              help="Documents per shard when a cluster spreads one minibatch over several workers; part of the "
+                   "model's settings for vb, lsparse and scvb0, whose float sums depend on the grouping (gibbs "
+                   "gives the same model for any value).  [default: 0, one shard per minibatch]")
 @click.option("--drop-below", type=float,
               help="At a table reset, drop entries with N[k,w] below this; the mass dropped is logged.  [default: 0.01]")
 @click.option("--reset-below", type=float,

@@ -230,21 +230,6 @@ def test_statistics_agree_with_the_bucket_sampler_in_distribution():
         assert distance(average_nhat(sampler, 3, burnin), reference) < 2.5 * noise, sampler
 
 
-@pytest.mark.parametrize("sampler", ["alias", "mh"])
-def test_result_does_not_depend_on_the_number_of_workers(sampler):
-    rng = np.random.default_rng(4)
-    frozen = freeze(sparse_topic_word(rng, 20, 200, density=0.1), 0.5)
-    batch = random_batch(rng, 300, 200, first_doc=1000)
-    results = [gibbs_local_step(batch, frozen, batch.doc_seeds(11, 2), alpha=0.1, burnin=1, samples=2,
-                                sampler=sampler, n_workers=n) for n in (1, 2, 3)]
-    for other in results[1:]:
-        for name in ("words", "topics", "values"):
-            np.testing.assert_array_equal(getattr(results[0], name), getattr(other, name))
-    different_seed = gibbs_local_step(batch, frozen, batch.doc_seeds(12, 2), alpha=0.1, burnin=1, samples=2,
-                                      sampler=sampler)
-    assert not np.array_equal(results[0].topics, different_seed.topics)
-
-
 def test_unknown_sampler_is_refused():
     rng = np.random.default_rng(6)
     frozen = freeze(sparse_topic_word(rng, 4, 10), 0.5)

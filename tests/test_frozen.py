@@ -6,7 +6,7 @@ from numba import njit
 
 from bigtopics import topic_word
 from bigtopics.kernels.frozen import lookup
-from bigtopics.frozen import FrozenTopics
+from bigtopics.frozen import FrozenTopics, TableRows
 from bigtopics.topic_word import TopicWordTable
 
 from . import naive
@@ -63,7 +63,7 @@ ESTIMATES = ["mean", "geometric"]
 def test_view_from_the_table_equals_the_view_from_its_rows(estimate):
     table = trained_table()
     words = np.flatnonzero(np.random.default_rng(0).random(V) < 0.4)  # with some empty rows
-    from_table = FrozenTopics.from_table(table, words, ETA, estimate)
+    from_table = TableRows.from_table(table, words).freeze(ETA, estimate)
     from_rows = FrozenTopics.from_rows(words, *table.rows(words), table.topic_totals(), ETA, V, estimate)
     np.testing.assert_allclose(from_table.smoothing, from_rows.smoothing, rtol=1e-14)
     np.testing.assert_array_equal(from_table.row_indptr, from_rows.row_indptr)
@@ -78,7 +78,7 @@ def test_view_from_the_table_equals_the_view_from_its_rows(estimate):
 def test_view_is_the_estimate_of_beta_of_the_dense_table(estimate):
     table = trained_table()
     words = np.arange(V)
-    frozen = FrozenTopics.from_table(table, words, ETA, estimate)
+    frozen = TableRows.from_table(table, words).freeze(ETA, estimate)
     dense = np.zeros((K, V))
     indptr, topics, values = table.to_csr()
     dense[topics, np.repeat(words, np.diff(indptr))] = values
@@ -96,8 +96,8 @@ def test_a_restored_table_freezes_to_the_identical_view(estimate):
     table = trained_table()
     restored = TopicWordTable.from_state(table.state())
     words = np.arange(0, V, 3)
-    a = FrozenTopics.from_table(table, words, ETA, estimate).kernel_view()
-    b = FrozenTopics.from_table(restored, words, ETA, estimate).kernel_view()
+    a = TableRows.from_table(table, words).freeze(ETA, estimate).kernel_view()
+    b = TableRows.from_table(restored, words).freeze(ETA, estimate).kernel_view()
     for x, y in zip(a[:6], b[:6]):
         np.testing.assert_array_equal(x, y, strict=True)
     np.testing.assert_array_equal(lookup_all(a, len(words), K), lookup_all(b, len(words), K), strict=True)

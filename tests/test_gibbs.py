@@ -212,22 +212,6 @@ def test_gibbs_marginals_match_exact_posterior_of_a_short_document(token_words, 
     assert stats.values.sum() == pytest.approx(len(token_words) * n_copies)
 
 
-def test_result_does_not_depend_on_the_number_of_workers():
-    rng = np.random.default_rng(4)
-    dense = sparse_topic_word(rng, 20, 200, density=0.1)
-    frozen = freeze(dense, 0.5)
-    rows = [np.unique(rng.integers(0, 200, rng.integers(1, 40))) for _ in range(300)]
-    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
-    batch = Minibatch(np.arange(1000, 1300), indptr, np.concatenate(rows), rng.integers(1, 5, indptr[-1]))
-    results = [gibbs_local_step(batch, frozen, batch.doc_seeds(11, 2), alpha=0.1, burnin=1, samples=2, n_workers=n)
-               for n in (1, 2, 3)]
-    for other in results[1:]:
-        for name in ("words", "topics", "values"):
-            np.testing.assert_array_equal(getattr(results[0], name), getattr(other, name))
-    different_seed = gibbs_local_step(batch, frozen, batch.doc_seeds(12, 2), alpha=0.1, burnin=1, samples=2)
-    assert not np.array_equal(results[0].topics, different_seed.topics)
-
-
 @pytest.mark.parametrize("dtype", [np.int32, np.float64])
 def test_merge_pairs_equals_the_serial_sum_in_segment_order(dtype):
     rng = np.random.default_rng(5)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bigtopics.kernels.ranges import even_ranges
-from bigtopics.frozen import FrozenTopics
+from bigtopics.frozen import FrozenTopics, TableRows
 
 from . import naive
 from .test_frozen import ETA, V, trained_table
@@ -47,7 +47,7 @@ def test_row_passes_do_not_depend_on_the_number_of_threads(estimate):
     try:
         for threads in (1, numba.config.NUMBA_NUM_THREADS):
             numba.set_num_threads(threads)
-            frozen = FrozenTopics.from_table(table, words, ETA, estimate)
+            frozen = TableRows.from_table(table, words).freeze(ETA, estimate)
             rows = table.rows(words)
             from_rows = FrozenTopics.from_rows(words, *rows, table.topic_totals(), ETA, V, estimate)
             results.append((*frozen.kernel_view(), *frozen.alias_view(), *rows, *from_rows.kernel_view()))

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from bigtopics.assignments import SavedAssignments
-from bigtopics.frozen import FrozenTopics
+from bigtopics.assignments import previous_stats
+from bigtopics.frozen import TableRows
 from bigtopics.reader import read_documents
 from bigtopics.stats import SparseStats
-from steps import gibbs_local_step
+from steps import run_step
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.topic_word import TopicWordTable
@@ -59,7 +60,7 @@ def dense_of(table):
 
 
 @pytest.mark.parametrize("estimate", ["mean", "geometric"])
-def test_a_table_without_own_statistics_is_the_clipped_difference_then_exactly_as_before(estimate):
+def test_rows_without_own_statistics_are_the_clipped_difference_and_the_table_stays(estimate):
     rng = np.random.default_rng(1)
     n_topics, n_words, samples = 6, 40, 3
     table, dense = lazy_table(rng, n_topics, n_words)
@@ -69,65 +70,54 @@ def test_a_table_without_own_statistics_is_the_clipped_difference_then_exactly_a
     own[0, :5] = 2.0
     before = table.state()
     expected = np.maximum(dense - own, 0)
-    with table.without(own_stats(own)):
-        np.testing.assert_allclose(dense_of(table), expected, atol=1e-9)
-        np.testing.assert_allclose(table.topic_totals(), expected.sum(1), rtol=1e-12)
-        words = np.arange(3, 35)
-        frozen = FrozenTopics.from_table(table, words, 0.3, estimate)
-        rebuilt = np.repeat(frozen.smoothing[:, None], len(words), axis=1)
-        for r in range(len(words)):
-            lo, hi = frozen.row_indptr[r], frozen.row_indptr[r + 1]
-            rebuilt[frozen.row_topics[lo:hi], r] += frozen.row_coef[lo:hi]
-        np.testing.assert_allclose(rebuilt, naive.beta_estimate(expected, 0.3, estimate)[:, words], rtol=1e-9)
-    assert_same_state(table.state(), before)  # bit for bit
+    rows = TableRows.from_table(table, np.arange(n_words)).without(own_stats(own))
+    np.testing.assert_allclose(rows.topic_totals(), expected.sum(1), rtol=1e-12)
+    words = np.arange(3, 35)
+    frozen = rows.subset(words).freeze(0.3, estimate)
+    rebuilt = np.repeat(frozen.smoothing[:, None], len(words), axis=1)
+    for r in range(len(words)):
+        lo, hi = frozen.row_indptr[r], frozen.row_indptr[r + 1]
+        rebuilt[frozen.row_topics[lo:hi], r] += frozen.row_coef[lo:hi]
+    np.testing.assert_allclose(rebuilt, naive.beta_estimate(expected, 0.3, estimate)[:, words], rtol=1e-9)
+    assert_same_state(table.state(), before)  # the live table is never touched
 
 
 def test_saved_assignments_give_back_each_documents_statistics(corpus, tmp_path):
     store = open_store(corpus)
-    saved = SavedAssignments(store, n_topics=5, samples=2, directory=tmp_path / "saved")
+    saved = SavedAssignments(store, n_topics=5, directory=tmp_path / "saved")
     table = TopicWordTable(5, store.n_words)
     rng = np.random.default_rng(2)
     nhat = rng.gamma(0.5, 4.0, (5, store.n_words))
     k, w = np.nonzero(nhat)
     order = np.lexsort((k, w))
     table.update(w[order], k[order], nhat[k, w][order], 1.0, 1.0)
+
+    def previous(batch):
+        return previous_stats(batch, saved.topics_of(batch.doc_numbers), saved.unvisited, saved.n_topics).stats()
+
     visited = read_documents(store, np.array([3, 17, 18, 250, 599]))
-    frozen = FrozenTopics.from_table(table, visited.distinct_words(), 0.05)
-    stats = gibbs_local_step(visited, frozen, visited.doc_seeds(0, 0), alpha=0.1, burnin=1, samples=2)
-    assert len(saved.previous_stats(visited).words) == 0  # nothing saved yet
-    saved.record(visited, stats.assignments)
-    expected = last_sweep_counts(visited, stats.assignments, samples=2)
-    assert as_dict(saved.previous_stats(visited)) == expected
+    frozen = TableRows.from_table(table, visited.distinct_words()).freeze(0.05)
+    result = run_step("gibbs", visited, frozen, visited.doc_seeds(0, 0), alpha=0.1, burnin=1, samples=2,
+                      exclude_own=True)
+    assert len(previous(visited).words) == 0  # nothing saved yet
+    saved.record(visited.doc_numbers, result.last_sweep)
+    expected = last_sweep_counts(visited, result.last_sweep)
+    assert as_dict(previous(visited)) == expected
     # a batch that mixes the visited documents with new ones gives back the visited ones' alone
     mixed = read_documents(store, np.array([0, 3, 17, 18, 100, 250, 599]))
-    assert as_dict(saved.previous_stats(mixed)) == expected
+    assert as_dict(previous(mixed)) == expected
     # the saved topics are kept per store document, whatever batch the document came in
-    alone = saved.previous_stats(read_documents(store, np.array([250])))
+    alone = previous(read_documents(store, np.array([250])))
     assert alone.values.sum() == visited.counts[visited.indptr[3]:visited.indptr[4]].sum()
-    # a checkpoint of the first version kept every sweep: it opens with the last one
-    every_sweep = np.full(store.n_tokens * 2, saved.unvisited, saved.dtype)
-    starts = saved.token_offsets[visited.doc_numbers] * 2
-    token_starts = visited.token_starts()
-    for d, start in enumerate(starts):
-        n = token_starts[d + 1] - token_starts[d]
-        every_sweep[start:start + 2 * n] = stats.assignments[token_starts[d] * 2:token_starts[d + 1] * 2]
-    reopened = SavedAssignments(store, n_topics=5, samples=2, directory=tmp_path / "old", saved=every_sweep)
-    np.testing.assert_array_equal(reopened.topics, saved.topics)
 
 
-def last_sweep_counts(batch, assignments, samples):
-    """{(word, topic): count} over the batch's documents' last saved sweep (the sampler's layout:
-    samples sweeps of each document's tokens from token_starts[d] * samples; tokens are the
-    entries' words repeated, in entry order)."""
+def last_sweep_counts(batch, last_sweep):
+    """{(word, topic): count} over the batch's documents' last sweep (tokens are the entries'
+    words repeated, in entry order, one document after another)."""
+    tokens = np.repeat(batch.words, batch.counts)
     out = {}
-    token_starts = batch.token_starts()
-    for d in range(batch.n_docs):
-        lo, hi = batch.indptr[d], batch.indptr[d + 1]
-        tokens = np.repeat(batch.words[lo:hi], batch.counts[lo:hi])
-        n = len(tokens)
-        last = assignments[token_starts[d] * samples + (samples - 1) * n:][:n]
-        for word, topic in zip(tokens.tolist(), last.tolist()):
-            out[(word, topic)] = out.get((word, topic), 0.0) + 1.0
+    for word, topic in zip(tokens.tolist(), last_sweep.tolist()):
+        out[(word, topic)] = out.get((word, topic), 0.0) + 1.0
     return out
 
 
@@ -141,14 +131,14 @@ def test_exclude_own_is_on_for_runs_of_several_epochs_of_gibbs():
     assert not TrainSettings(n_topics=5, epochs=1).exclude_own
     assert not TrainSettings(n_topics=5, epochs=3, local_step="scvb0").exclude_own
     assert TrainSettings(n_topics=5, epochs=1, exclude_own=True).exclude_own
-    with pytest.raises(ValueError, match="exclude-own needs the gibbs local step"):
-        TrainSettings(n_topics=5, local_step="vb", exclude_own=True).validate()
+    with pytest.raises(ValueError, match="--exclude-own applies to --local-step gibbs, not vb"):
+        TrainSettings(n_topics=5, local_step="vb", exclude_own=True)
 
 
 def test_minibatch_size_and_sweeps_default_by_exclude_own_and_given_values_win():
     def sampling(**given):
         s = TrainSettings(n_topics=5, **given)
-        return s.batch_size, s.burnin, s.samples
+        return s.batch_size, s.step_options.get("burnin"), s.step_options.get("samples")
 
     one_visit, revisits = SAMPLING_DEFAULTS[False], SAMPLING_DEFAULTS[True]
     assert one_visit != revisits
@@ -156,20 +146,20 @@ def test_minibatch_size_and_sweeps_default_by_exclude_own_and_given_values_win()
     assert sampling(epochs=3) == revisits
     assert sampling(epochs=3, exclude_own=False) == one_visit
     assert sampling(epochs=1, exclude_own=True) == revisits
-    assert sampling(epochs=3, local_step="scvb0") == one_visit
+    assert sampling(epochs=3, local_step="scvb0") == (one_visit[0], one_visit[1], None)
     assert sampling(epochs=3, batch_size=100, burnin=0, samples=2) == (100, 0, 2)
     assert sampling(epochs=3, burnin=0) == (revisits[0], 0, revisits[2])  # each one given wins alone
 
 
-def test_a_run_from_before_the_option_resumes_without_it(corpus, tmp_path):
+def test_a_run_from_before_the_step_options_is_refused_with_a_clear_message(corpus, tmp_path):
     run = tmp_path / "run"
-    train(corpus, run, TrainSettings(n_topics=5, epochs=2, max_docs=300, batch_size=100, exclude_own=False), quiet=True)
+    train(corpus, run, TrainSettings(n_topics=5, max_docs=100, batch_size=100), quiet=True)
     record = json.loads((run / "settings.json").read_text())
-    del record["settings"]["exclude_own"]
-    (run / "settings.json").write_text(json.dumps(record))
-    resume(run, quiet=True, max_docs=900)
-    assert json.loads((run / "settings.json").read_text())["settings"]["exclude_own"] is False
-    assert not (run / "assignments").exists()
+    flat = {**record["settings"], **record["settings"].pop("step_options")}
+    del flat["step_options"]
+    (run / "settings.json").write_text(json.dumps({**record, "settings": flat}))
+    with pytest.raises(ValueError, match="started by an earlier bigtopics"):
+        resume(run, quiet=True, max_docs=300)
 
 
 def test_a_run_with_exclude_own_keeps_the_assignments_in_its_checkpoints(corpus, tmp_path):
