@@ -38,7 +38,7 @@ def user_errors(fn):
         except BrokenPipeError:  # `bigtopics topics run/ | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
-        except (StoreError, CheckpointError, FileExistsError, FileNotFoundError, ValueError, OSError) as e:
+        except (StoreError, CheckpointError, FileExistsError, FileNotFoundError, ValueError, OSError, ImportError) as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
 
@@ -234,12 +234,15 @@ def local_step_options(fn):
 @click.option("--heldout-every", help="How often to score the held-out documents.  [default: 5m]")
 @click.option("--checkpoint-every", help="Minibatches (200) or a duration (30m, 2h).  [default: 30m]")
 @click.option("--keep-checkpoints", type=int, help="How many checkpoints to keep.  [default: 3]")
+@click.option("--cluster", help="Train on a Dask LocalCluster of worker processes started here: local:N "
+              "(needs pip install 'bigtopics[distributed]'; docs/distributed.md).")
+@click.option("--scheduler", help="Train on a running Dask cluster: the scheduler's address, e.g. tcp://head:8786.")
 @click.option("--snapshot-every", default="10m", show_default=True,
               help="Write model.zarr this often so `bigtopics topics` can read a run in progress.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @user_errors
-def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given):
+def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwrite, quiet, **given):
     """Train a topic model on STORE (written by `bigtopics ingest`), or resume a run."""
     from .memory import format_bytes, peak_rss_bytes
     from .settings import TrainSettings, parse_interval
@@ -249,7 +252,9 @@ def train(store, run_dir, resume_dir, snapshot_every, overwrite, quiet, **given)
     _, snapshot_seconds = parse_interval(snapshot_every, "snapshot interval")
     if snapshot_seconds is None:
         raise click.BadParameter("give a duration such as 10m", param_hint="--snapshot-every")
-    options = {"snapshot_seconds": snapshot_seconds}
+    if cluster and scheduler:
+        raise click.UsageError("give --cluster or --scheduler, not both")
+    options = {"snapshot_seconds": snapshot_seconds, "cluster": cluster, "scheduler": scheduler}
     if resume_dir:
         if run_dir or overwrite:
             raise click.UsageError("--resume takes the run directory, and STORE only if the store has moved "

@@ -30,7 +30,7 @@ import numpy as np
 from .assignments import SavedAssignments, assignment_bytes
 from .atomic import atomic_write_bytes
 from .checkpoints import CheckpointInfo, load_latest_checkpoint, remove_temporaries, save_checkpoint
-from .executors import Executor, LocalThreads, StepTask
+from .executors import Executor, StepTask, make_executor
 from .frozen import TableRows
 from .heldout import heldout_documents, heldout_loglik
 from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
@@ -82,7 +82,8 @@ class Trainer:
     """
 
     def __init__(self, store_path, run_dir, settings: TrainSettings, *, quiet: bool = False,
-                 report_seconds: float = 10.0, snapshot_seconds: float = 600.0, executor: Executor | None = None):
+                 report_seconds: float = 10.0, snapshot_seconds: float = 600.0, executor: Executor | None = None,
+                 cluster: str | None = None, scheduler: str | None = None):
         settings.validate()
         return_large_frees_to_os()
         self.settings = settings
@@ -100,8 +101,9 @@ class Trainer:
                               settings.window_blocks, exclude=self.heldout_docs)
         self.n_training_docs = self.plan.n_training_docs
         self.task = StepTask(settings.step, settings.alpha, settings.eta, settings.seed, settings.shard_docs)
-        self.executor = executor if executor is not None else LocalThreads(self.store, settings.workers,
-                                                                           settings.window_blocks)
+        self.executor = executor if executor is not None else make_executor(
+            self.store, workers=settings.workers, window_blocks=settings.window_blocks, cluster=cluster,
+            scheduler=scheduler)
         self._heldout_batch = None
         self.last_heldout: float | None = None
         self.state = RunState()
@@ -263,6 +265,7 @@ class Trainer:
             self.finish(reached_the_end=self.stop_signal is None)
         finally:
             self.lock.release()
+            self.executor.close()
         return self.run_dir / MODEL_NAME
 
     def finish(self, reached_the_end: bool = True) -> None:
@@ -343,7 +346,7 @@ class Trainer:
 
     def minibatches(self, epoch: int, skip: int = 0):
         """The executor's work items for the minibatches of an epoch, from the `skip`-th on."""
-        return self.executor.minibatches(self.plan.epoch(epoch, skip=skip))
+        return self.executor.minibatches(self.plan.epoch(epoch, skip=skip), self.task)
 
     def step(self, work) -> tuple[int, int]:
         """One minibatch: freeze, local step, global step; returns its documents and tokens."""
@@ -390,6 +393,7 @@ class Trainer:
             "rss_bytes": rss_bytes(),
             "peak_rss_bytes": peak_rss_bytes(),
             "phase_seconds": {k: round(v, 3) for k, v in sorted(self.phase_seconds.items())},
+            **({"cluster": cluster} if (cluster := self.executor.metrics()) else {}),
             **({"final": True} if final else {}),
         }
 
@@ -402,6 +406,13 @@ class Trainer:
         }
         if self.last_heldout is not None:
             out["heldout"] = f"{self.last_heldout:.3f}"
+        cluster = self.executor.metrics()
+        if cluster:
+            out["workers"] = cluster["workers"]
+            out["tasks"] = cluster["tasks_in_flight"]
+            out["sent/mb"] = format_bytes(cluster["bytes_sent_per_minibatch"])
+            out["recv/mb"] = format_bytes(cluster["bytes_received_per_minibatch"])
+            out["wait"] = f"{cluster['wait_seconds']:.0f}s"
         return out
 
 

@@ -5,7 +5,7 @@ is handed minibatch plans (plan.py: document numbers, epoch) and, for each, a fr
 self-contained view of the table rows the minibatch needs (frozen.TableRows), and returns the
 minibatch's statistics merged in document order (stats.StepResult). One minibatch goes through
 
-    work = next(executor.minibatches(plans))     reading starts, ahead of the sampler
+    work = next(executor.minibatches(plans, task))   reading starts, ahead of the sampler
     executor.words(work)                         the minibatch's distinct word ids
     executor.n_tokens(work)                      and its number of tokens
     executor.previous_stats(work, saved)         exclude-own: what its documents added last visit
@@ -54,8 +54,8 @@ class Executor(ABC):
     """Runs local steps (see the module docstring)."""
 
     @abstractmethod
-    def minibatches(self, plans: Iterator[MinibatchPlan]) -> Iterator:
-        """Work items for the plans, in order; reading may run ahead."""
+    def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator:
+        """Work items for the plans, in order, for `task`'s step; reading may run ahead."""
 
     @abstractmethod
     def plan_of(self, work) -> MinibatchPlan:

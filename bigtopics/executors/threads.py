@@ -36,7 +36,7 @@ class LocalThreads(Executor):
         self.reader = DocumentReader(store, cache_blocks=window_blocks)
         self.n_threads = use_threads(workers)
 
-    def minibatches(self, plans: Iterator[MinibatchPlan]) -> Iterator[LocalWork]:
+    def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator[LocalWork]:
         return read_ahead(LocalWork(plan, prepared(self.reader.read(plan.doc_numbers))) for plan in plans)
 
     def plan_of(self, work: LocalWork) -> MinibatchPlan:

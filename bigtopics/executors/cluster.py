@@ -1,0 +1,175 @@
+"""A Dask cluster as executor: the local step of each minibatch runs on the cluster's workers.
+
+Workers are stateless. A minibatch's documents are cut into shards (plan.MinibatchPlan.shards);
+for each shard one task reads its documents from the store on a worker (the documents stay
+there, as a Dask future) and reports back only the shard's distinct words and tokens. The driver
+copies the table rows of those words (frozen.TableRows.subset), sends them with the step's task,
+and gets back the shard's statistics; merged in shard order they are the minibatch's, bit for
+bit as in process (stats.merge_results). Bytes on the wire per minibatch grow with the rows of
+its words and its statistics' nonzeros, never with K x V: the driver keeps the table.
+
+Shards are fixed by the run's settings (`shard_docs`); with shard_docs 0 a step whose merge is
+exact (gibbs) is cut into SHARDS_PER_MINIBATCH shards, which gives the same model as one shard,
+and any other step runs as one shard. Reading the next minibatch's shards is submitted before
+the current one samples. A task that fails (a lost worker, a storage hiccup) is retried; a lost
+worker's documents are read again by the scheduler from the task that read them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from ..assignments import SavedAssignments
+from ..frozen import TableRows
+from ..plan import MinibatchPlan
+from ..stats import StepResult, merge_results
+from ..store import Store
+from .base import Executor, StepTask
+
+SHARDS_PER_MINIBATCH = 8
+RETRIES = 3
+READ_AHEAD = 2  # minibatches whose reading is submitted ahead of the one sampling
+
+
+def connect(cluster: str | None = None, scheduler: str | None = None):
+    """A dask.distributed Client: `cluster` "local:N" starts a LocalCluster of N single-threaded
+    worker processes, `scheduler` joins a running cluster at that address."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ImportError("training on a cluster needs Dask: pip install 'bigtopics[distributed]'") from None
+    if cluster is not None:
+        kind, _, count = cluster.partition(":")
+        if kind != "local" or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"--cluster {cluster!r}: give local:N (N worker processes)")
+        local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None)
+        return Client(local)
+    return Client(scheduler, timeout="30s")
+
+
+# -- the driver's side ---------------------------------------------------------------------------
+@dataclass
+class ClusterWork:
+    plan: MinibatchPlan
+    shards: list[tuple[int, int]]
+    batches: list  # futures of the shards' Minibatch, held on the workers
+    summaries: list  # futures of (distinct words, tokens)
+    described: list | None = field(default=None)
+
+
+class DaskExecutor(Executor):
+    """Runs local steps on a dask.distributed cluster (see the module docstring)."""
+
+    def __init__(self, client, store: Store, window_blocks: int = 16, warm: bool = True, owns_client: bool = False):
+        from . import dask_worker  # the tasks' functions; importing it needs Dask
+
+        self.on_worker = dask_worker
+        self.client = client
+        self.store = store
+        self.cache_blocks = window_blocks
+        self.warm = warm
+        self.owns_client = owns_client  # a cluster this executor started (--cluster local:N) ends with it
+        self.figures = {"bytes_sent": 0, "bytes_received": 0, "wait_seconds": 0.0, "minibatches": 0}
+        self.outstanding: list = []  # futures submitted and not known to be done
+
+    # which shards, and reading them
+    def _shards(self, plan: MinibatchPlan, task: StepTask) -> list[tuple[int, int]]:
+        """The plan's shards: fixed by the settings, never by the cluster's size."""
+        if task.shard_docs or not task.step.exact_merge:
+            return plan.shards(task.shard_docs)
+        return plan.shards(-(-plan.n_docs // SHARDS_PER_MINIBATCH))
+
+    def _submit_reads(self, plan: MinibatchPlan, task: StepTask) -> ClusterWork:
+        shards = self._shards(plan, task)
+        submit, worker = self.client.submit, self.on_worker
+        batches = [submit(worker.read_shard, self.store, plan.doc_numbers[lo:hi], self.cache_blocks, pure=False,
+                          retries=RETRIES) for lo, hi in shards]
+        summaries = [submit(worker.describe_shard, b, pure=False, retries=RETRIES) for b in batches]
+        self.outstanding.extend(batches + summaries)
+        return ClusterWork(plan, shards, batches, summaries)
+
+    def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator[ClusterWork]:
+        if self.warm:
+            self.client.register_plugin(self.on_worker.WarmKernels(task.step), name="bigtopics-warm-kernels")
+            self.warm = False
+        pending: deque[ClusterWork] = deque()
+        plans = iter(plans)
+        try:
+            while True:
+                while len(pending) < READ_AHEAD + 1:
+                    plan = next(plans, None)
+                    if plan is None:
+                        break
+                    pending.append(self._submit_reads(plan, task))
+                if not pending:
+                    return
+                yield pending.popleft()
+        finally:
+            for work in pending:  # a stopped run: drop what was read ahead
+                self.client.cancel(work.batches + work.summaries)
+
+    def plan_of(self, work: ClusterWork) -> MinibatchPlan:
+        return work.plan
+
+    def _described(self, work: ClusterWork) -> list:
+        if work.described is None:
+            work.described = self._gather(work.summaries)
+        return work.described
+
+    def words(self, work: ClusterWork) -> np.ndarray:
+        return np.unique(np.concatenate([words for words, _ in self._described(work)]))
+
+    def n_tokens(self, work: ClusterWork) -> int:
+        return int(sum(tokens for _, tokens in self._described(work)))
+
+    def previous_stats(self, work: ClusterWork, saved: SavedAssignments) -> StepResult:
+        futures = []
+        for (lo, hi), batch in zip(work.shards, work.batches):
+            topics = saved.topics_of(work.plan.doc_numbers[lo:hi])
+            self.figures["bytes_sent"] += topics.nbytes
+            futures.append(self.client.submit(self.on_worker.shard_previous_stats, batch, topics, saved.unvisited,
+                                              saved.n_topics, pure=False, retries=RETRIES))
+        results = self._gather(futures)
+        return merge_results(results, saved.n_topics)
+
+    def run(self, work: ClusterWork, rows: TableRows, task: StepTask) -> StepResult:
+        seeds = work.plan.doc_seeds(task.seed)
+        futures = []
+        for ((lo, hi), batch), (words, _) in zip(zip(work.shards, work.batches), self._described(work)):
+            shard_rows = rows.subset(words)
+            self.figures["bytes_sent"] += shard_rows.nbytes + seeds[lo:hi].nbytes
+            futures.append(self.client.submit(self.on_worker.run_shard, batch, shard_rows, task, seeds[lo:hi],
+                                              pure=False, retries=RETRIES))
+        self.outstanding.extend(futures)
+        results = self._gather(futures)
+        self.figures["bytes_received"] += sum(r.nbytes for r in results)
+        self.figures["minibatches"] += 1
+        self.client.cancel(work.batches + work.summaries)  # the documents are no longer needed
+        return merge_results(results, rows.n_topics)
+
+    def _gather(self, futures: list) -> list:
+        start = time.monotonic()
+        results = self.client.gather(futures)
+        self.figures["wait_seconds"] += time.monotonic() - start
+        return results
+
+    def metrics(self) -> dict:
+        self.outstanding = [f for f in self.outstanding if not f.done()]
+        n = max(self.figures["minibatches"], 1)
+        return {"workers": len(self.client.scheduler_info().get("workers", {})),
+                "tasks_in_flight": len(self.outstanding),
+                "bytes_sent_per_minibatch": self.figures["bytes_sent"] // n,
+                "bytes_received_per_minibatch": self.figures["bytes_received"] // n,
+                "wait_seconds": round(self.figures["wait_seconds"], 3)}
+
+    def close(self) -> None:
+        cluster = self.client.cluster if self.owns_client else None
+        if self.owns_client:
+            self.client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,64 @@
+"""What runs on a Dask worker for executors/cluster.py: reading a shard's documents, the
+previous-visit tallies, the local step, and a plugin that compiles the step's kernels when the
+worker joins. Imported by workers (and by the driver only when it trains on a cluster)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from distributed import WorkerPlugin, get_worker
+
+from ..assignments import previous_stats
+from ..frozen import TableRows
+from ..minibatch import Minibatch
+from ..reader import DocumentReader, prepared
+from ..stats import StepResult
+from ..store import Store
+from ..workers import use_threads
+from .base import StepTask
+from .warmup import compile_step
+
+_readers: dict = {}  # per worker process: one reader (and its block cache) per store
+_kernels = threading.Lock()
+
+
+def _reader(store: Store, cache_blocks: int) -> DocumentReader:
+    key = store.path if getattr(store, "location", None) is None else store.location
+    if key not in _readers:
+        _readers.clear()  # one store at a time: the cache stays bounded
+        _readers[key] = DocumentReader(store, cache_blocks)
+    return _readers[key]
+
+
+def read_shard(store: Store, doc_numbers: np.ndarray, cache_blocks: int) -> Minibatch:
+    return prepared(_reader(store, cache_blocks).read(doc_numbers))
+
+
+def describe_shard(batch: Minibatch) -> tuple[np.ndarray, int]:
+    return batch.distinct_words(), batch.n_tokens
+
+
+def shard_previous_stats(batch: Minibatch, saved: np.ndarray, unvisited: int, n_topics: int) -> StepResult:
+    return previous_stats(batch, saved, unvisited, n_topics)
+
+
+def run_shard(batch: Minibatch, rows: TableRows, task: StepTask, doc_seeds: np.ndarray) -> StepResult:
+    """The step on one shard with the worker's threads; one shard at a time per worker process,
+    as numba's thread pool serves one caller at a time."""
+    with _kernels:
+        n_threads = use_threads(get_worker().state.nthreads)  # numba's thread count is per calling thread
+        return task.run(batch, task.freeze(rows), doc_seeds, n_threads)
+
+
+class WarmKernels(WorkerPlugin):
+    """A worker plugin: compile the run's local step's kernels when a worker joins (and on every
+    worker there already), so that no minibatch waits on numba."""
+
+    name = "bigtopics-warm-kernels"
+
+    def __init__(self, step):
+        self.step = step
+
+    def setup(self, worker):
+        compile_step(self.step)
