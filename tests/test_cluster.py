@@ -1,0 +1,138 @@
+"""Training on a real Dask cluster of worker processes (executors/cluster.py): the same model,
+bit for bit, as in process, on one worker or two, after a worker is killed mid-run, and after
+the driver is killed and the run resumed."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+distributed = pytest.importorskip("distributed")
+
+from bigtopics.cli import main  # noqa: E402
+from bigtopics.executors import DaskExecutor  # noqa: E402
+from bigtopics.settings import TrainSettings  # noqa: E402
+from bigtopics.trainer import Trainer  # noqa: E402
+
+from .test_golden_models import model_hash  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = {"n_topics": 12, "seed": 5, "max_docs": 1200, "batch_size": 300, "checkpoint_every": "1000"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cluster") / "books.zarr"
+    books = files("bigtopics") / "data" / "demo_books.jsonl.gz"
+    result = CliRunner().invoke(main, ["ingest", str(books), "-o", str(path), "--section-tokens", "500", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with distributed.Client(cluster) as client:
+        yield client
+    cluster.close()
+
+
+def train_with(store, run, executor=None, **settings):
+    trainer = Trainer(store, run, TrainSettings(**{**SETTINGS, **settings}), quiet=True, executor=executor)
+    trainer.run()
+    return model_hash(run), trainer
+
+
+def dask(client, store):
+    from bigtopics.store import open_store
+
+    return DaskExecutor(client, open_store(store))
+
+
+@pytest.mark.parametrize("settings", [{}, {"epochs": 2, "max_docs": 2400, "heldout": 30},
+                                      {"local_step": "lsparse", "top_l": 3, "shard_docs": 100},
+                                      {"local_step": "scvb0", "shard_docs": 128}],
+                         ids=["gibbs", "gibbs-exclude-own", "lsparse-shards", "scvb0-shards"])
+def test_same_model_in_process_and_on_two_workers(store, client, tmp_path, settings):
+    in_process, _ = train_with(store, tmp_path / "local", **settings)
+    on_cluster, trainer = train_with(store, tmp_path / "dask", dask(client, store), **settings)
+    assert on_cluster == in_process
+    figures = trainer.executor.metrics()
+    assert figures["workers"] == 2 and figures["bytes_sent_per_minibatch"] > 0
+    assert figures["bytes_received_per_minibatch"] > 0
+
+
+def test_same_model_on_one_worker(store, tmp_path):
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+    with distributed.Client(cluster) as one:
+        alone, _ = train_with(store, tmp_path / "one", dask(one, store))
+    cluster.close()
+    assert alone == train_with(store, tmp_path / "local")[0]
+
+
+class KillsAWorker(DaskExecutor):
+    """Kills one worker process while the third minibatch's shards are being sampled."""
+
+    def _gather(self, futures):
+        if self.figures["minibatches"] == 2 and not getattr(self, "killed", False):
+            self.killed = True
+            pids = self.client.run(os.getpid)
+            os.kill(next(iter(pids.values())), signal.SIGKILL)
+        return super()._gather(futures)
+
+
+def test_same_model_after_a_worker_is_killed_mid_run(store, tmp_path):
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with distributed.Client(cluster) as client:
+        from bigtopics.store import open_store
+
+        executor = KillsAWorker(client, open_store(store))
+        survived, _ = train_with(store, tmp_path / "killed", executor, max_docs=2400)
+        assert executor.killed
+    cluster.close()
+    assert survived == train_with(store, tmp_path / "local", max_docs=2400)[0]
+
+
+def test_same_model_after_the_driver_is_killed_and_the_run_resumed(store, tmp_path):
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "bigtopics.cli", "train", str(store), "-o", str(run), "-k", "12", "--seed", "5",
+               "--epochs", "2", "--max-docs", "2400", "--batch-size", "300", "--checkpoint-every", "1",
+               "--cluster", "local:2", "--quiet"]
+    driver = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not any((run / "checkpoints").glob("*00003*")) and time.monotonic() < deadline:
+        assert driver.poll() is None, driver.stderr.read().decode()
+        time.sleep(0.2)
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver and the cluster it started
+    driver.wait()
+    result = subprocess.run([sys.executable, "-m", "bigtopics.cli", "train", "--resume", str(run), "--cluster",
+                             "local:2", "--quiet"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    expected, _ = train_with(store, tmp_path / "local", epochs=2, max_docs=2400)
+    assert model_hash(run) == expected
+
+
+def test_cluster_option_errors_are_one_line(store, tmp_path):
+    result = CliRunner().invoke(main, ["train", str(store), "-o", str(tmp_path / "r"), "-k", "3", "--cluster",
+                                       "remote:2"])
+    assert result.exit_code == 2 and "give local:N" in result.output
+    result = CliRunner().invoke(main, ["train", str(store), "-o", str(tmp_path / "r"), "-k", "3", "--cluster",
+                                       "local:1", "--scheduler", "tcp://127.0.0.1:1"])
+    assert result.exit_code == 2 and "not both" in result.output
+
+
+def test_an_unreachable_scheduler_is_one_line(store, tmp_path):
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "bigtopics.cli", "train", str(store), "-o", str(tmp_path / "r"),
+                             "-k", "3", "--scheduler", "tcp://127.0.0.1:9", "--quiet"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "error:" in result.stderr, result.stderr
+    assert time.monotonic() - start < 60
+    assert not Path(tmp_path / "r" / "model.zarr").exists()
