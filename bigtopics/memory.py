@@ -66,17 +66,6 @@ def return_large_frees_to_os() -> bool:
     return mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
 
 
-def release_free_memory() -> None:
-    """Hand the C heap's free pages back to the OS now (glibc's malloc_trim; elsewhere nothing).
-    bigtopics does not call it; tests/test_memory.py checks that it returns what glibc kept.
-    (The peers benchmark has its own copy in benchmarks/systems.py: a peer's child must not
-    import bigtopics.)"""
-    malloc_trim = _glibc_function("malloc_trim")
-    if malloc_trim is not None:
-        malloc_trim.argtypes, malloc_trim.restype = (ctypes.c_size_t,), ctypes.c_int
-        malloc_trim(0)
-
-
 def format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":

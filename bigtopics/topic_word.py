@@ -21,7 +21,6 @@ than RAM works; otherwise they live in memory.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +32,7 @@ from .kernels.table import (
     compact_pool,
     fill_rows,
     gather_rows,
-    put_back,
     rescale_and_drop,
-    take_out,
 )
 
 MIN_POOL_SLOTS = 4096
@@ -220,23 +217,6 @@ class TopicWordTable:
             used = self._pool_used
             self._pool_topics = self._files.new("pool_topics", np.int32, length, self._pool_topics[:used])
             self._pool_values = self._files.new("pool_values", np.float64, length, self._pool_values[:used])
-
-    @contextmanager
-    def without(self, own):
-        """The table with the statistics `own` taken out, N <- max(N - own, 0) entry by entry and
-        the topic totals less what was removed, until the block ends; then exactly as before.
-        `own` is a SparseStats of distinct (word id, topic) pairs, statistics N holds
-        (assignments.SavedAssignments.previous_stats)."""
-        n_pairs = len(own.words)
-        slots, values = np.empty(n_pairs, np.int64), np.empty(n_pairs, np.float64)
-        topic_sums = self._topic_sums.copy()
-        take_out(own.words, own.topics, own.values / self.pi, self._row_start, self._row_capacity,
-                 self._pool_topics, self._pool_values, self._topic_sums, slots, values)
-        try:
-            yield self
-        finally:
-            put_back(slots, values, self._pool_values)
-            self._topic_sums[:] = topic_sums
 
     # -- persistence -----------------------------------------------------------------------
     def state(self) -> dict:

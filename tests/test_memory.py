@@ -1,5 +1,4 @@
-"""Freed minibatch-sized arrays go back to the OS (bigtopics.memory.return_large_frees_to_os, and
-release_free_memory for what glibc kept)."""
+"""Freed minibatch-sized arrays go back to the OS (bigtopics.memory.return_large_frees_to_os)."""
 
 import os
 import platform
@@ -14,15 +13,13 @@ import pytest
 SCRIPT = """
 import sys
 import numpy as np
-from bigtopics.memory import release_free_memory, return_large_frees_to_os, rss_bytes
+from bigtopics.memory import return_large_frees_to_os, rss_bytes
 if sys.argv[1] == "fixed":
     assert return_large_frees_to_os()
 first = np.ones(1 << 17); del first
 arrays = [np.ones(1 << 17) for _ in range(160)]
 before = rss_bytes()
 del arrays[::2]
-if sys.argv[1] == "trimmed":
-    release_free_memory()
 print((before - rss_bytes()) / 2**20)
 """
 
@@ -40,4 +37,3 @@ def freed_mib(mode: str) -> float:
 def test_freed_large_arrays_leave_the_process():
     assert freed_mib("fixed") > 60  # 80 MiB freed
     assert freed_mib("default") < 20  # what the fix is for: glibc's default keeps them
-    assert freed_mib("trimmed") > 60  # unless trimmed afterwards

@@ -289,7 +289,8 @@ def take_out(words, topics, amounts, row_start, row_capacity, pool_topics, pool_
              out_slots, out_values):
     """For distinct (word, topic) pairs: M[k, w] <- max(M[k, w] - amount, 0), and topic_sums[k]
     less what was removed; pairs at an entry the table lacks are skipped (out_slots -1). Records
-    each pair's slot and its value before in out_slots / out_values, which put_back restores.
+    each pair's slot and its value before in out_slots / out_values (frozen.TableRows.without
+    runs it on a copy of the rows a minibatch needs).
 
     Serial: with the pairs merged, each slot changes once and the pass is short (38-62 ms per
     10 minibatches of 1024 sections at K = 100); a parallel version saved 2 ms a minibatch and
@@ -307,11 +308,3 @@ def take_out(words, topics, amounts, row_start, row_capacity, pool_topics, pool_
         out_values[p] = pool_values[slot]
         pool_values[slot] = max(out_values[p] - amounts[p], 0.0)
         topic_sums[topics[p]] -= out_values[p] - pool_values[slot]
-
-
-@njit(cache=True)
-def put_back(slots, values, pool_values):
-    """Undo take_out: restore the recorded slots' values (slots -1 were not changed)."""
-    for i in range(slots.shape[0]):
-        if slots[i] >= 0:
-            pool_values[slots[i]] = values[i]
