@@ -19,6 +19,7 @@ from .diagnostics import topic_diagnostics
 from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
 from .model import Model, load_model
+from .outputs import canonical_location, is_url
 from .rundir import SETTINGS_NAME
 from .store import open_store
 
@@ -28,9 +29,10 @@ EVALUATION_NAME = "evaluation.json"
 def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=None, heldout_docs: int = 1000,
              methods=METHODS, particles: int = 10, resample: bool = True, top_n: int = 10,
              prominence_threshold: float = 0.1, sample_docs: int = 2000, seed: int = 0, workers: int = 0,
-             quiet: bool = False) -> dict:
+             quiet: bool = False, storage_options: dict | None = None) -> dict:
     """Diagnostics (and held-out scores with a held-out store) of a run; written as JSON to
-    `output` (default <run>/evaluation.json)."""
+    `output` (default <run>/evaluation.json). The stores and doc_topics may be local paths or URLs
+    (`storage_options` for them, bigtopics/outputs.py); the output is a local file."""
     import numba
 
     model = load_model(run)
@@ -42,13 +44,14 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
               "n_words": model.n_words, "alpha": model.alpha, "eta": model.eta, "top_words": top_n,
               "prominence_threshold": prominence_threshold, "store": str(store) if store else None}
     result["topics"] = topic_diagnostics(
-        model, open_store(store) if store else None, DocTopics(doc_topics) if doc_topics else None,
+        model, open_store(store, storage_options) if store else None,
+        DocTopics(doc_topics, storage_options) if doc_topics else None,
         top_n=top_n, prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed,
         n_workers=n_workers, quiet=quiet)
-    held_out_of_training = _run_heldout_documents(run, store)
+    held_out_of_training = _run_heldout_documents(run, store, storage_options)
     if heldout_store is not None or (store and held_out_of_training is not None):
         result["heldout"] = heldout_scores(
-            model, open_store(heldout_store or store), max_docs=heldout_docs, seed=seed, methods=methods,
+            model, open_store(heldout_store or store, storage_options), max_docs=heldout_docs, seed=seed, methods=methods,
             particles=particles, resample=resample, n_workers=n_workers, quiet=quiet,
             doc_numbers=None if heldout_store is not None else held_out_of_training)
     output = Path(output) if output else Path(run) / EVALUATION_NAME
@@ -88,24 +91,26 @@ def current_evaluation(run, model: Model) -> tuple[dict[int, dict], str | None]:
     return {}, f"{path} {why}; its per-topic figures are left out: rerun bigtopics evaluate {run}"
 
 
-def _run_heldout_documents(run, store) -> np.ndarray | None:
-    """The documents `bigtopics train --heldout N` kept out of training, when `store` is the run's."""
+def _run_heldout_documents(run, store, storage_options=None) -> np.ndarray | None:
+    """The documents `bigtopics train --heldout N` kept out of training, when `store` is the run's
+    (the same path or URL)."""
     path = Path(run) / SETTINGS_NAME
     if store is None or not path.exists():
         return None
     record = json.loads(path.read_text())
     n_heldout, seed = record["settings"].get("heldout", 0), record["settings"].get("seed", 0)
-    if not n_heldout or Path(record["store"]).resolve() != Path(store).resolve():
+    if not n_heldout or canonical_location(record["store"]) != canonical_location(store):
         return None
-    return heldout_documents(open_store(store).n_docs, n_heldout, seed)
+    return heldout_documents(open_store(store, storage_options).n_docs, n_heldout, seed)
 
 
 def _run_store(run) -> str | None:
-    """The store a run trained on, if its settings.json names one that still exists."""
-    settings = Path(run) / "settings.json"
+    """The store a run trained on, if its settings.json names one that still exists (a URL is
+    taken as it is: opening it says if it is gone)."""
+    settings = Path(run) / SETTINGS_NAME
     if settings.exists():
         path = json.loads(settings.read_text()).get("store")
-        if path and Path(path).exists():
+        if path and (is_url(path) or Path(path).exists()):
             return path
     return None
 

@@ -43,7 +43,7 @@ from .diagnostics import top_word_ids
 from .evaluate import current_evaluation
 from .infer import DocTopics
 from .model import Model, load_model
-from .outputs import check_output
+from .outputs import check_output, is_url
 from .store import CSR_ENCODING, Store, StoreError, default_compressors, open_store
 
 TOP_WORDS = 20
@@ -58,22 +58,23 @@ META_PREFIX = "meta_"
 
 
 def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WORDS, index: str = "bigtopics",
-           overwrite: bool = False, log=None) -> list[str]:
+           overwrite: bool = False, log=None, storage_options: dict | None = None) -> list[str]:
     """Write every export of a run into the directory `output` (published atomically); notices
-    (renamed metadata fields, a stale evaluation.json) go to `log` (default: stderr)."""
+    (renamed metadata fields, a stale evaluation.json) go to `log` (default: stderr). `doc_topics`
+    and `store` may be URLs (`storage_options` for them; bigtopics/outputs.py); `output` is local."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     model = load_model(run)
     output = Path(output)
     check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p])
-    dt = DocTopics(doc_topics) if doc_topics else None
+    dt = DocTopics(doc_topics, storage_options) if doc_topics else None
     if dt is not None:
         store = store or dt.attrs.get("store")
-        if store is None or not Path(store).exists():
+        if store is None or (not is_url(store) and not Path(store).exists()):
             raise FileNotFoundError(f"the store {store} that {doc_topics} was inferred from is gone; give --store")
-        store = open_store(store)
+        store = open_store(store, storage_options)
         if store.n_docs != dt.n_docs or dt.n_topics != model.n_topics:
             raise StoreError(f"{doc_topics} ({dt.n_docs:,} documents, {dt.n_topics} topics) does not match "
-                             f"{store.path} ({store.n_docs:,} documents) and the model ({model.n_topics} topics)")
+                             f"{store.location} ({store.n_docs:,} documents) and the model ({model.n_topics} topics)")
     tmp = temporary_sibling(output)
     tmp.mkdir(parents=True)
     try:

@@ -145,7 +145,7 @@ def heldout_scores(model: Model, store: Store, *, max_docs: int = 1000, seed: in
                 totals[method][0] += loglik
                 totals[method][1] += tokens
                 progress.update(batch.n_docs)
-    out = {"store": str(store.path), "n_docs": n_docs, "seed": seed,
+    out = {"store": store.location, "n_docs": n_docs, "seed": seed,
            "settings": {"particles": particles, "resample": resample, "fraction": fraction}}
     for method, (loglik, tokens) in totals.items():
         per_token = loglik / tokens if tokens else float("nan")

@@ -25,10 +25,18 @@ Resuming: every run of store blocks of about PART_TOKENS tokens becomes a part f
 and the output is assembled from the parts at the end (then they are deleted). Memory is one
 part of documents (two while the next is read ahead) plus the model's rows, whatever the number
 of documents.
+
+The store and the output may be URLs (s3://bucket/prefix/doc_topics.zarr, any fsspec
+filesystem; bigtopics/outputs.py). The parts always stay on the local disk, where their atomic
+renames work: for an output at a URL they go next to the model, in
+`<run>/.infer-<name>-<hash of the URL>.parts/`, so the run directory must be writable. The output
+at a URL is written in place at the end, its attributes last; `DocTopics` refuses it until then,
+and a rerun after an interruption replaces it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import shutil
@@ -39,13 +47,13 @@ import numba
 import numpy as np
 import zarr
 
-from .atomic import atomic_write_bytes, publish_dir, temporary_sibling
+from .atomic import atomic_write_bytes
 from .frozen import frozen_point_estimates
 from .local_steps.gibbs import gibbs_sample
 from .minibatch import Minibatch
 from .reader import read_ahead
 from .model import Model, load_model
-from .outputs import check_output
+from .outputs import Location, NewGroup, check_output, locate
 from .progress import Progress
 from .store import (CSR_ENCODING, CSRBlock, Store, StoreError, check_format, default_compressors, index_dtype_for,
                     open_store)
@@ -129,18 +137,23 @@ def infer_block(model: Model, block: CSRBlock, settings: InferSettings, n_worker
 def check_vocabulary(model: Model, store: Store) -> None:
     """The store must use the model's word ids: same size and the same word at every id."""
     if store.n_words != model.n_words:
-        raise StoreError(f"{store.path} has {store.n_words:,} words but the model at {model.path} has "
+        raise StoreError(f"{store.location} has {store.n_words:,} words but the model at {model.path} has "
                          f"{model.n_words:,}: documents must be ingested with the model's vocabulary")
     differ = np.flatnonzero(store.vocab != model.vocab)
     if len(differ):
         w = int(differ[0])
-        raise StoreError(f"{store.path} and the model at {model.path} disagree on {len(differ):,} word ids "
+        raise StoreError(f"{store.location} and the model at {model.path} disagree on {len(differ):,} word ids "
                          f"(first: id {w} is {store.vocab[w]!r} in the store, {model.vocab[w]!r} in the model): "
                          "documents must be ingested with the model's vocabulary")
 
 
-def _parts_dir(output: Path) -> Path:
-    return output.with_name(f".{output.name}.parts")
+def _parts_dir(output: Location, model: Model) -> Path:
+    """Where the parts of an inference into `output` go: next to a local output, else next to the
+    model (in the run directory)."""
+    if output.path is not None:
+        return output.path.with_name(f".{output.path.name}.parts")
+    name = output.text.rstrip("/").rsplit("/", 1)[-1]
+    return model.path.parent / f".infer-{name}-{hashlib.sha256(output.text.encode()).hexdigest()[:12]}.parts"
 
 
 def _part_name(start: int) -> str:
@@ -148,23 +161,25 @@ def _part_name(start: int) -> str:
 
 
 def infer(run, store_path, output, settings: InferSettings | None = None, *, overwrite: bool = False,
-          quiet: bool = False, part_tokens: int = PART_TOKENS) -> dict:
+          quiet: bool = False, part_tokens: int = PART_TOKENS, storage_options: dict | None = None) -> dict:
     """Infer topic proportions of every document of the store into `output` (doc_topics.zarr).
 
-    A part (the unit of resumption) is a run of whole store blocks of about `part_tokens`
-    tokens. Returns a summary (documents, parts computed now and reused from an interrupted
-    run, nnz).
+    The store and `output` may be local paths or URLs (`storage_options` apply to both; see the
+    module's docstring for where the parts go). A part (the unit of resumption) is a run of
+    whole store blocks of about `part_tokens` tokens. Returns a summary (documents, parts
+    computed now and reused from an interrupted run, nnz, output).
     """
     settings = settings or InferSettings()
     settings.validate()
-    model, store, output = load_model(run), open_store(store_path), Path(output)
+    model, store = load_model(run), open_store(store_path, storage_options)
+    output = locate(output, storage_options)
     check_vocabulary(model, store)
-    check_output(output, overwrite, [model.path, store.path])
-    parts = _parts_dir(output)
+    check_output(output, overwrite, [model.path, store.location])
+    parts = _parts_dir(output, model)
     n_blocks = max(1, len(store.block_starts()))
     docs_per_part = store.docs_per_block * max(1, round(part_tokens * n_blocks / max(store.n_tokens, 1)))
     manifest = {"model": str(model.path.resolve()), "model_progress": model.attrs.get("progress"),
-                "store": str(store.path.resolve()), "store_fingerprint": store.fingerprint(),
+                "store": store.location, "store_fingerprint": store.fingerprint(),
                 "docs_per_part": docs_per_part,
                 "settings": {k: v for k, v in asdict(settings).items() if k != "workers"}}
     _open_parts(parts, manifest, overwrite)
@@ -185,7 +200,7 @@ def infer(run, store_path, output, settings: InferSettings | None = None, *, ove
     nnz = _assemble(parts, starts, output, model, store, settings, manifest, overwrite)
     shutil.rmtree(parts, ignore_errors=True)
     return {"n_docs": store.n_docs, "parts_computed": len(todo), "parts_reused": len(starts) - len(todo),
-            "nnz": nnz, "output": str(output)}
+            "nnz": nnz, "output": str(output.path) if output.path is not None else output.text}
 
 
 def _open_parts(parts: Path, manifest: dict, overwrite: bool) -> None:
@@ -202,16 +217,29 @@ def _open_parts(parts: Path, manifest: dict, overwrite: bool) -> None:
     atomic_write_bytes(record, json.dumps(manifest, indent=2).encode())
 
 
-def _assemble(parts: Path, starts: list[int], output: Path, model: Model, store: Store, settings: InferSettings,
+def _assemble(parts: Path, starts: list[int], output: Location, model: Model, store: Store, settings: InferSettings,
               manifest: dict, overwrite: bool) -> int:
-    """Concatenate the part files into the output group; returns its number of entries."""
+    """Concatenate the part files into the output group (published with its attributes last,
+    outputs.NewGroup); returns its number of entries."""
     sizes = []
     for s in starts:
         with np.load(parts / _part_name(s)) as part:
             sizes.append(int(part["indptr"][-1]))
     nnz = int(sum(sizes))
-    tmp = temporary_sibling(output)
-    group = zarr.open_group(tmp, mode="w")
+    target = NewGroup(output, overwrite)
+    try:
+        with target.errors():
+            _write_parts(target.group, parts, starts, sizes, nnz, model, store)
+        target.publish({**CSR_ENCODING, "shape": [store.n_docs, model.n_topics],
+                        "doc_topics_format_version": DOC_TOPICS_FORMAT_VERSION, "nnz": nnz,
+                        "normalisation": NORMALISATION, "alpha": model.alpha, "eta": model.eta, **manifest})
+    except BaseException:
+        target.abort()
+        raise
+    return nnz
+
+
+def _write_parts(group, parts: Path, starts: list[int], sizes: list[int], nnz: int, model: Model, store: Store) -> None:
     topic_dtype = index_dtype_for(model.n_topics)
 
     def create(name, length, dtype, chunk):
@@ -233,32 +261,39 @@ def _assemble(parts: Path, starts: list[int], output: Path, model: Model, store:
                 indices[offset : offset + size] = part["indices"]
                 data[offset : offset + size] = part["data"]
         offset += size
-    group.attrs.update({**CSR_ENCODING, "shape": [store.n_docs, model.n_topics],
-                        "doc_topics_format_version": DOC_TOPICS_FORMAT_VERSION, "nnz": nnz,
-                        "normalisation": NORMALISATION, "alpha": model.alpha, "eta": model.eta, **manifest})
-    publish_dir(tmp, output, overwrite=overwrite)
-    return nnz
 
 
 class DocTopics:
-    """A doc_topics.zarr written by `infer`, read block by block."""
+    """A doc_topics.zarr written by `infer`, read block by block: from a local path (`path`), a
+    URL or a zarr store object (`location`, the canonical text of either)."""
 
-    def __init__(self, path):
-        self.path = Path(path)
-        if not (self.path / "zarr.json").exists():
-            raise StoreError(f"{self.path} is not a doc_topics.zarr written by `bigtopics infer`")
-        self.group = zarr.open_group(self.path, mode="r")
-        self.attrs = dict(self.group.attrs)
-        check_format(self.path, self.attrs, "doc_topics_format_version", DOC_TOPICS_FORMAT_VERSION)
-        self.n_docs, self.n_topics = (int(x) for x in self.attrs["shape"])
-        self.docs_per_block = int(self.group["indptr"].chunks[0])
+    def __init__(self, location, storage_options: dict | None = None):
+        self._where = locate(location, storage_options)
+        self.location, self.path = self._where.text, self._where.path
+        attrs, occupied = self._where.inspect()
+        if attrs is None:
+            if self.path is None and not occupied:
+                raise FileNotFoundError(f"{self.location} does not exist (no document topics there)")
+            raise StoreError(f"{self.location} is not a doc_topics.zarr written by `bigtopics infer`")
+        if "unfinished" in attrs:
+            raise StoreError(f"{self.location} is incomplete: an inference did not finish writing it "
+                             "(run bigtopics infer again)")
+        with self._where.errors():
+            self.group = zarr.open_group(self.path if self.path is not None else self._where.zarr_store(True),
+                                         mode="r")
+            self.attrs = dict(self.group.attrs)
+            check_format(self.location, self.attrs, "doc_topics_format_version", DOC_TOPICS_FORMAT_VERSION)
+            self.n_docs, self.n_topics = (int(x) for x in self.attrs["shape"])
+            self.docs_per_block = int(self.group["indptr"].chunks[0])
 
     def iter_blocks(self, docs_per_block: int | None = None):
         """Yield (first document, indptr rebased to 0, topics, weights, doc_lengths) per block."""
         step = docs_per_block or self.docs_per_block
         for lo in range(0, self.n_docs, step):
             hi = min(lo + step, self.n_docs)
-            indptr = np.asarray(self.group["indptr"][lo : hi + 1])
-            a, b = int(indptr[0]), int(indptr[-1])
-            yield (lo, indptr - a, np.asarray(self.group["indices"][a:b], np.int64),
-                   np.asarray(self.group["data"][a:b], np.float64), np.asarray(self.group["doc_lengths"][lo:hi]))
+            with self._where.errors():
+                indptr = np.asarray(self.group["indptr"][lo : hi + 1])
+                a, b = int(indptr[0]), int(indptr[-1])
+                block = (lo, indptr - a, np.asarray(self.group["indices"][a:b], np.int64),
+                         np.asarray(self.group["data"][a:b], np.float64), np.asarray(self.group["doc_lengths"][lo:hi]))
+            yield block

@@ -21,6 +21,7 @@ from .diagnostics import top_word_ids
 from .evaluate import current_evaluation
 from .infer import DocTopics
 from .model import Model, load_model
+from .outputs import is_url
 from .store import StoreError, open_store
 from .rundir import METRICS_NAME
 
@@ -130,10 +131,11 @@ def document_names(store, doc_numbers) -> dict[int, str]:
 
 
 def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5,
-                 overwrite: bool = False, log=None) -> Path:
+                 overwrite: bool = False, log=None, storage_options: dict | None = None) -> Path:
     """Write the report (default <run>/report.html); returns its path. It replaces an earlier
     report, but another existing file only with overwrite. A notice that evaluation.json is
-    stale goes to `log` (default: stderr) and onto the page."""
+    stale goes to `log` (default: stderr) and onto the page. `doc_topics` and `store` may be
+    URLs (`storage_options` for them; bigtopics/outputs.py)."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = Path(run)
     model: Model = load_model(run)
@@ -148,11 +150,19 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
     documents = [[] for _ in range(model.n_topics)]
     doc_name = {}
     if doc_topics:
-        dt = DocTopics(doc_topics)
+        dt = DocTopics(doc_topics, storage_options)
         documents = top_documents(dt, model.n_topics, n_docs)
         store_path = store or dt.attrs.get("store")
-        if store_path and Path(store_path).exists():
+        names_from = None
+        if store_path and is_url(store_path):  # a recorded store that is gone leaves the names out
+            try:
+                names_from = open_store(store_path, storage_options)
+            except FileNotFoundError:
+                if store:
+                    raise
+        elif store_path and Path(store_path).exists():
             names_from = open_store(store_path)
+        if names_from is not None:
             if names_from.n_docs != dt.n_docs:
                 raise StoreError(f"{store_path} has {names_from.n_docs:,} documents, {doc_topics} "
                                  f"{dt.n_docs:,}: give the store the document topics were inferred from")

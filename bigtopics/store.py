@@ -17,12 +17,19 @@ Layout (format_version 1; see README "The store"):
 
 `indptr` is chunked so that one chunk of documents covers about one chunk of `indices`: a reader
 streams the store one indptr chunk ("block") at a time.
+
+A store lives at a local path, a URL of any fsspec filesystem (s3://bucket/prefix/books.zarr,
+gs://, memory://, file://) or in a zarr store object (outputs.py, "Where": credentials and
+endpoint from the environment and `storage_options`). A local store is built under a temporary
+name and renamed into place; a remote one is written in place and counts as complete only once
+its attributes (format_version, n_docs, ...) are written, last: until then `Store` refuses it.
+A `Store` pickles as its location and storage options and reopens on the other side (a Dask
+worker), so `open_store(**store.spec())` and `pickle.loads(pickle.dumps(store))` both work.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -31,8 +38,7 @@ import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
 
-from .atomic import publish_dir, temporary_sibling
-from .outputs import KIND_ATTRIBUTES
+from .outputs import KIND_ATTRIBUTES, Location, NewGroup, StoreError, locate
 
 FORMAT_VERSION = 1
 CSR_ENCODING = {"encoding-type": "csr_matrix", "encoding-version": "0.1.0"}
@@ -40,12 +46,9 @@ DEFAULT_ENTRIES_PER_CHUNK = 1 << 20
 STRING_CHUNK = 1 << 16
 
 
-class StoreError(Exception):
-    """A store is missing, incomplete, of another format, or otherwise unreadable."""
-
-
-def check_format(path: Path, attrs: dict, key: str, version: int) -> None:
-    """Raise a StoreError unless attrs[key] == version, saying what `path` is if it is another kind."""
+def check_format(path, attrs: dict, key: str, version: int) -> None:
+    """Raise a StoreError unless attrs[key] == version, saying what `path` (a path or location)
+    is if it is another kind."""
     if attrs.get(key) == version:
         return
     wanted = KIND_ATTRIBUTES[key]
@@ -144,11 +147,14 @@ def _create_1d(group: zarr.Group, name: str, dtype, chunk: int) -> zarr.Array:
 
 
 class StoreWriter:
-    """Writes a new store document block by document block, then publishes it atomically.
+    """Writes a new store document block by document block, then publishes it.
 
-    The store is built under a hidden temporary name next to `path` and renamed into place by
-    `commit`; until then nothing at `path` opens as a store. `abort` (or an exception inside a
-    `with` block) removes the temporary directory.
+    Locally the store is built under a hidden temporary name next to `location` and renamed into
+    place by `commit`; until then nothing at `location` opens as a store. At a URL (or in a zarr
+    store object) it is written in place: an earlier store there is deleted first (with
+    `overwrite`, and only if bigtopics wrote it), and `commit` writes the group's attributes last,
+    so that `Store` refuses it as incomplete until then (outputs.NewGroup). `abort` (or an
+    exception inside a `with` block) removes what was written.
 
     `docs_per_chunk` should make one indptr chunk cover about `entries_per_chunk` entries;
     `metadata_fields` maps metadata field names to dtypes (str for text).
@@ -156,7 +162,7 @@ class StoreWriter:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        location: str | os.PathLike | Location,
         *,
         index_dtype=np.uint32,
         count_dtype=np.uint32,
@@ -164,25 +170,29 @@ class StoreWriter:
         docs_per_chunk: int = 1 << 14,
         metadata_fields: dict[str, object] | None = None,
         overwrite: bool = False,
+        storage_options: dict | None = None,
     ):
-        self.path = Path(path)
-        self.overwrite = overwrite
-        if self.path.exists() and not overwrite:
-            raise FileExistsError(f"{self.path} already exists (use --overwrite to replace it)")
-        self.tmp = temporary_sibling(self.path)
-        self.group = zarr.open_group(self.tmp, mode="w")
+        self.target = NewGroup(location, overwrite, storage_options)
+        self.location, self.path = self.target.location.text, self.target.location.path
+        self.group = self.target.group
         self.index_dtype, self.count_dtype = np.dtype(index_dtype), np.dtype(count_dtype)
         g = self.group
-        self._indptr = _Appender(_create_1d(g, "indptr", np.int64, docs_per_chunk))
-        self._indices = _Appender(_create_1d(g, "indices", self.index_dtype, entries_per_chunk))
-        self._data = _Appender(_create_1d(g, "data", self.count_dtype, entries_per_chunk))
-        self._doc_ids = _Appender(_create_1d(g, "doc_ids", str, STRING_CHUNK))
-        meta = g.create_group("doc_meta")
-        self.metadata_fields = dict(metadata_fields or {})
-        self._meta = {
-            name: _Appender(_create_1d(meta, name, dt, STRING_CHUNK if np.dtype(dt).kind in "OUT" else docs_per_chunk))
-            for name, dt in self.metadata_fields.items()
-        }
+        try:
+            with self.target.errors():
+                self._indptr = _Appender(_create_1d(g, "indptr", np.int64, docs_per_chunk))
+                self._indices = _Appender(_create_1d(g, "indices", self.index_dtype, entries_per_chunk))
+                self._data = _Appender(_create_1d(g, "data", self.count_dtype, entries_per_chunk))
+                self._doc_ids = _Appender(_create_1d(g, "doc_ids", str, STRING_CHUNK))
+                meta = g.create_group("doc_meta")
+                self.metadata_fields = dict(metadata_fields or {})
+                self._meta = {
+                    name: _Appender(_create_1d(meta, name, dt,
+                                               STRING_CHUNK if np.dtype(dt).kind in "OUT" else docs_per_chunk))
+                    for name, dt in self.metadata_fields.items()
+                }
+        except BaseException:
+            self.abort()
+            raise
         self._indptr.append(np.zeros(1, np.int64))
         self.n_docs = 0
         self.nnz = 0
@@ -190,6 +200,10 @@ class StoreWriter:
 
     def append(self, indptr, indices, data, doc_ids, metadata: dict | None = None) -> None:
         """Append documents given as a CSR block (indptr starting at 0) with their ids."""
+        with self.target.errors():
+            self._append(indptr, indices, data, doc_ids, metadata)
+
+    def _append(self, indptr, indices, data, doc_ids, metadata: dict | None = None) -> None:
         indptr = np.asarray(indptr, np.int64)
         n = len(indptr) - 1
         if len(doc_ids) != n:
@@ -208,22 +222,23 @@ class StoreWriter:
         self.nnz += int(indptr[-1])
         self.n_tokens += int(np.asarray(data, np.int64).sum())
 
-    def commit(self, vocab, term_counts, doc_freqs, attrs: dict | None = None) -> Path:
-        """Write the vocabulary and attributes, flush, and publish the store at `path`."""
-        for app in (self._indptr, self._indices, self._data, self._doc_ids, *self._meta.values()):
-            app.close()
-        g = self.group
+    def commit(self, vocab, term_counts, doc_freqs, attrs: dict | None = None) -> Path | str:
+        """Write the vocabulary, then the attributes (last), and publish the store; returns its
+        path (local) or location."""
         n_words = len(vocab)
-        for name, values, dt in (
-            ("vocab", np.asarray(vocab, dtype=str), str),
-            ("term_counts", np.asarray(term_counts, np.int64), np.int64),
-            ("doc_freqs", np.asarray(doc_freqs, np.int64), np.int64),
-        ):
-            arr = _create_1d(g, name, dt, STRING_CHUNK if dt is str else max(1, min(n_words, 1 << 20)))
-            arr.resize((n_words,))
-            if n_words:
-                arr[:] = values
-        g.attrs.update(
+        with self.target.errors():
+            for app in (self._indptr, self._indices, self._data, self._doc_ids, *self._meta.values()):
+                app.close()
+            for name, values, dt in (
+                ("vocab", np.asarray(vocab, dtype=str), str),
+                ("term_counts", np.asarray(term_counts, np.int64), np.int64),
+                ("doc_freqs", np.asarray(doc_freqs, np.int64), np.int64),
+            ):
+                arr = _create_1d(self.group, name, dt, STRING_CHUNK if dt is str else max(1, min(n_words, 1 << 20)))
+                arr.resize((n_words,))
+                if n_words:
+                    arr[:] = values
+        self.target.publish(
             {
                 **CSR_ENCODING,
                 "shape": [self.n_docs, n_words],
@@ -236,11 +251,10 @@ class StoreWriter:
                 **(attrs or {}),
             }
         )
-        publish_dir(self.tmp, self.path, self.overwrite)
-        return self.path
+        return self.path if self.path is not None else self.location
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.target.abort()
 
     def __enter__(self):
         return self
@@ -251,35 +265,75 @@ class StoreWriter:
 
 
 class Store:
-    """A read-only view of a store; arrays are read chunk by chunk on demand."""
+    """A read-only view of a store; arrays are read chunk by chunk on demand.
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        if not (self.path / "zarr.json").exists():
-            raise StoreError(f"{self.path} is not a bigtopics store (no zarr.json; an unfinished ingest leaves none)")
+    `location` is the canonical text of where it lives (the absolute local path, or the URL),
+    `path` the local directory (None for a store at a URL or in a zarr store object),
+    `storage_options` the fsspec options a URL was opened with. A Store pickles as `spec()` and
+    reopens from it (without repeating the check for missing chunks, and refusing a store whose
+    content changed in between).
+    """
+
+    def __init__(self, location: str | os.PathLike | Location, storage_options: dict | None = None, *,
+                 verify: bool = True):
+        self._where = locate(location, storage_options)
+        self.location, self.path, self.storage_options = (self._where.text, self._where.path,
+                                                          self._where.storage_options)
+        attrs, occupied = self._where.inspect()
+        if attrs is None:
+            if self.path is None and not occupied:
+                raise FileNotFoundError(f"{self.location} does not exist (no store there)")
+            raise StoreError(f"{self.location} is not a bigtopics store (no zarr.json; an unfinished ingest leaves none)")
+        if "unfinished" in attrs:
+            raise StoreError(f"{self.location} is incomplete: an ingest did not finish writing it (ingest it again)")
+        check_format(self.location, attrs, "format_version", FORMAT_VERSION)
         try:
-            self.group = zarr.open_group(self.path, mode="r")
+            with self._where.errors():
+                self.group = zarr.open_group(self.path if self.path is not None else self._where.zarr_store(True),
+                                             mode="r")
+        except (FileNotFoundError, PermissionError, StoreError):
+            raise
         except Exception as e:  # zarr raises several types for a damaged group
-            raise StoreError(f"{self.path} cannot be opened as a Zarr group: {e}") from e
+            raise StoreError(f"{self.location} cannot be opened as a Zarr group: {e}") from e
         self.attrs = dict(self.group.attrs)
-        check_format(self.path, self.attrs, "format_version", FORMAT_VERSION)
+        check_format(self.location, self.attrs, "format_version", FORMAT_VERSION)
         self.n_docs = int(self.attrs["n_docs"])
         self.n_words = int(self.attrs["n_words"])
         self.n_tokens = int(self.attrs["n_tokens"])
-        self.nnz = int(self.attrs.get("nnz", self.group["indices"].shape[0]))
-        self._indptr = self.group["indptr"]
-        self._indices = self.group["indices"]
-        self._data = self.group["data"]
+        with self._where.errors():
+            self.nnz = int(self.attrs.get("nnz", self.group["indices"].shape[0]))
+            self._indptr = self.group["indptr"]
+            self._indices = self.group["indices"]
+            self._data = self.group["data"]
         self._vocab = None
+        if verify:
+            self._check_chunks()
+
+    def _check_chunks(self) -> None:
         # Zarr reads a missing chunk as its fill value (word 0, count 0): training would go on, on
         # wrong documents. (Older stores omit chunks that equal the fill value throughout, which
-        # these arrays of a real corpus never do: counts are positive, words named.)
-        for name in ("indptr", "indices", "data", "vocab"):
-            array = self.group[name]
-            missing = array.nchunks - array.nchunks_initialized
-            if missing:
-                raise StoreError(f"{self.path} is damaged: {missing} of the {array.nchunks} chunks of {name} are "
-                                 "missing (ingest it again)")
+        # these arrays of a real corpus never do: counts are positive, words named.) Remotely this
+        # lists the chunk objects of the four arrays.
+        with self._where.errors():
+            for name in ("indptr", "indices", "data", "vocab"):
+                array = self.group[name]
+                missing = array.nchunks - array.nchunks_initialized
+                if missing:
+                    raise StoreError(f"{self.location} is damaged: {missing} of the {array.nchunks} chunks of {name} "
+                                     "are missing (ingest it again)")
+
+    # -- reopening elsewhere -------------------------------------------------------------
+    def spec(self) -> dict:
+        """A small picklable dict that reopens this store anywhere: open_store(**store.spec())."""
+        return self._where.spec()
+
+    def __getstate__(self) -> dict:
+        return {"spec": self.spec(), "fingerprint": self.fingerprint()}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state["spec"], verify=False)
+        if self.fingerprint() != state["fingerprint"]:
+            raise StoreError(f"{self.location} changed since it was opened (it was ingested again?)")
 
     # -- sizes and vocabulary ------------------------------------------------------------
     @property
@@ -289,16 +343,20 @@ class Store:
     @property
     def vocab(self) -> np.ndarray:
         if self._vocab is None:
-            self._vocab = np.asarray(self.group["vocab"][:], dtype=object)
+            self._vocab = np.asarray(self._column("vocab"), dtype=object)
         return self._vocab
 
     @property
     def term_counts(self) -> np.ndarray:
-        return np.asarray(self.group["term_counts"][:])
+        return np.asarray(self._column("term_counts"))
 
     @property
     def doc_freqs(self) -> np.ndarray:
-        return np.asarray(self.group["doc_freqs"][:])
+        return np.asarray(self._column("doc_freqs"))
+
+    def _column(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        with self._where.errors():
+            return self.group[name][start:stop]
 
     @property
     def docs_per_block(self) -> int:
@@ -315,13 +373,14 @@ class Store:
         if stop <= start:
             return CSRBlock(start, np.zeros(1, np.int64), np.zeros(0, self._indices.dtype), np.zeros(0, self._data.dtype))
         try:
-            indptr = np.asarray(self._indptr[start : stop + 1])
-            lo, hi = int(indptr[0]), int(indptr[-1])
-            return CSRBlock(start, indptr - lo, np.asarray(self._indices[lo:hi]), np.asarray(self._data[lo:hi]))
-        except (MemoryError, OSError):
-            raise  # the machine's trouble, not the store's
+            with self._where.errors():  # the storage's trouble (a URL): one line, not "damaged"
+                indptr = np.asarray(self._indptr[start : stop + 1])
+                lo, hi = int(indptr[0]), int(indptr[-1])
+                return CSRBlock(start, indptr - lo, np.asarray(self._indices[lo:hi]), np.asarray(self._data[lo:hi]))
+        except (MemoryError, OSError, StoreError):
+            raise  # the machine's or the storage's trouble, not the store's
         except Exception as e:  # a chunk that fails to decompress or decode: name where, not the codec's internals
-            raise StoreError(f"{self.path} is damaged: documents {start}-{stop - 1} cannot be read "
+            raise StoreError(f"{self.location} is damaged: documents {start}-{stop - 1} cannot be read "
                              f"({type(e).__name__}: {e}); ingest it again") from e
 
     def block_starts(self, docs_per_block: int | None = None) -> range:
@@ -336,15 +395,19 @@ class Store:
             yield self.read_docs(lo, min(lo + step, stop))
 
     def doc_ids(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        return np.asarray(self.group["doc_ids"][start:stop], dtype=object)
+        return np.asarray(self._column("doc_ids", start, stop), dtype=object)
 
     def metadata(self, field: str, start: int = 0, stop: int | None = None) -> np.ndarray:
-        return np.asarray(self.group["doc_meta"][field][start:stop])
+        return np.asarray(self._column(f"doc_meta/{field}", start, stop))
 
     # -- reporting -----------------------------------------------------------------------
+    def stored_bytes(self, prefix: str = "") -> int:
+        """Bytes stored (on disk, or in object storage) under `prefix`, e.g. "indices"; all by default."""
+        return self._where.stored_bytes(prefix)
+
     def storage_bytes(self) -> tuple[int, int]:
-        """(bytes on disk, bytes uncompressed) over all arrays of the store."""
-        stored = sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
+        """(bytes stored, bytes uncompressed) over all arrays of the store."""
+        stored = self.stored_bytes()
         raw = 0
         for _, arr in self.group.arrays():
             raw += arr.nbytes if arr.dtype.kind != "T" else 0
@@ -359,6 +422,10 @@ class Store:
         }
 
 
-def open_store(path: str | os.PathLike) -> Store:
-    """Open a store written by `bigtopics ingest` (or `tools/synth_corpus.py`) for reading."""
-    return Store(path)
+def open_store(location: str | os.PathLike | Location, storage_options: dict | None = None) -> Store:
+    """Open a store written by `bigtopics ingest` (or `tools/synth_corpus.py`) for reading.
+
+    `location`: a local path, a file:// URL, an fsspec URL (s3://bucket/prefix/books.zarr,
+    gs://..., memory://...) or a zarr store object; `storage_options`: the fsspec filesystem's
+    options for a URL (credentials, endpoint_url, ...), besides the environment's."""
+    return Store(location, storage_options)

@@ -4,7 +4,8 @@
 `s3_server` (session) starts one server on a free port; `s3` (per test) resets its state, points
 the standard AWS_* variables at it through monkeypatch (never ~/.aws: AWS_CONFIG_FILE and
 AWS_SHARED_CREDENTIALS_FILE are pointed at nothing) and creates the bucket BUCKET. Use with
-`from tests.s3server import s3, s3_server  # noqa: F401`.
+`from s3server import s3_fixture, s3_server_fixture  # noqa: F401` (the fixtures are named `s3`
+and `s3_server`; the functions are not, so that a test's `s3` argument shadows no import).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class S3:
         self.post("/moto-api/reset-auth", b"0")
 
 
-@pytest.fixture(scope="session")
-def s3_server():
+@pytest.fixture(scope="session", name="s3_server")
+def s3_server_fixture():
     pytest.importorskip("s3fs")
     server_module = pytest.importorskip("moto.server")
     server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -62,8 +63,8 @@ def s3_server():
     server.stop()
 
 
-@pytest.fixture
-def s3(s3_server, monkeypatch, tmp_path):
+@pytest.fixture(name="s3")
+def s3_fixture(s3_server, monkeypatch, tmp_path):
     for name in list(os.environ):
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)

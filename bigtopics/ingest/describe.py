@@ -15,17 +15,17 @@ def describe_store(store: Store, n_top_words: int = 30) -> str:
     stored, _ = store.storage_bytes()
     indices = store.group["indices"]
     matrix_raw = indices.nbytes + store.group["data"].nbytes
-    matrix_stored = sum(f.stat().st_size for name in ("indices", "data") for f in (store.path / name).rglob("*") if f.is_file())
+    matrix_stored = store.stored_bytes("indices") + store.stored_bytes("data")
     codecs = ", ".join(str(getattr(c, "to_dict", lambda: c)()) for c in indices.compressors) or "none"
     lines = [
-        f"store       {store.path}",
+        f"store       {store.location}",
         f"documents   {store.n_docs:,}",
         f"words       {store.n_words:,}",
         f"tokens      {store.n_tokens:,}  (mean {store.n_tokens / max(store.n_docs, 1):,.1f} per document)",
         f"nnz         {store.nnz:,}  (distinct words per document, summed)",
         f"dtypes      indices {indices.dtype}, data {store.group['data'].dtype}",
         f"codec       {codecs}",
-        f"size        {format_bytes(stored)} on disk; indices + data {format_bytes(matrix_stored)}, "
+        f"size        {format_bytes(stored)} {'on disk' if store.path is not None else 'stored'}; indices + data {format_bytes(matrix_stored)}, "
         f"{format_bytes(matrix_raw)} uncompressed (compression ratio {matrix_raw / max(matrix_stored, 1):.2f}x)",
         f"chunking    {indices.chunks[0]:,} entries per indices/data chunk, {store.docs_per_block:,} documents per block "
         f"({math.ceil(store.n_docs / max(store.docs_per_block, 1)):,} blocks)",

@@ -1,6 +1,7 @@
 """`ingest()`, the Python API of `bigtopics ingest`: checks the settings and runs the three steps
 of bigtopics/ingest/__init__.py in order (workers.py, vocabulary.py, write.py), timing each and
-filling in the IngestReport; the spill files live in a temporary sibling of the output.
+filling in the IngestReport; the spill files live in a temporary sibling of a local output, and
+in the temporary directory (TMPDIR) for an output at a URL.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import numpy as np
 
 from ..atomic import temporary_sibling
 from ..memory import budget_bytes, peak_rss_bytes
-from ..outputs import check_output
+from ..outputs import check_output, locate
 from ..readers import FormatOptions, InputReader
 from ..tokenizer import TokenizerSettings
 from .report import IngestReport
@@ -41,8 +43,15 @@ def ingest(
     quiet: bool = False,
     log=None,
     unit_bytes: int | None = None,
+    storage_options: dict | None = None,
 ) -> IngestReport:
     """Read `inputs` (files or directories) and write the store `output`; see bigtopics/ingest/__init__.py.
+
+    `output` is a local path or a URL (s3://bucket/prefix/books.zarr, any fsspec filesystem, with
+    `storage_options` for it besides the environment's credentials; see bigtopics/outputs.py). A
+    local store is published by a rename; a remote one is written in place and complete once its
+    attributes are written, last. With `overwrite` an earlier store is replaced, but only one
+    bigtopics wrote.
 
     `vocabulary` (a store, a run directory, a model.zarr, or read_vocabulary's result) fixes the
     store's vocabulary, ids included; then `tokenizer` defaults to the one it records and
@@ -50,7 +59,7 @@ def ingest(
     TokenizerSettings() and Pruning().
     `unit_bytes` (input per work unit) defaults to a size that fits the memory available."""
     started = time.monotonic()
-    output = Path(output)
+    output = locate(output, storage_options)
     log = log or (lambda msg: print(msg, file=sys.stderr))
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if vocabulary is not None:
@@ -66,10 +75,14 @@ def ingest(
     reader = InputReader(inputs, formats, unit_bytes, warn=log)
     # By default, start a process per core, but only when there are several units of work for them.
     n_workers = workers or max(1, min(os.cpu_count() or 1, reader.total_bytes // SMALL_INPUT_BYTES))
-    report = IngestReport(output, n_files=len(reader.files), input_bytes=reader.total_bytes, pruning=pruning,
+    report = IngestReport(output.path if output.path is not None else output.text, n_files=len(reader.files),
+                          input_bytes=reader.total_bytes, pruning=pruning,
                           vocabulary_from=vocabulary and vocabulary.source)
-    spill_dir = temporary_sibling(output, "spill")
-    spill_dir.mkdir(parents=True)
+    if output.path is not None:
+        spill_dir = temporary_sibling(output.path, "spill")
+        spill_dir.mkdir(parents=True)
+    else:
+        spill_dir = Path(tempfile.mkdtemp(prefix="bigtopics-ingest-spill-"))
     try:
         worker_settings = (tokenizer, formats, section_tokens, spill_dir)
         summaries, vocab_files = tokenize_all(reader, worker_settings, n_workers, quiet)

@@ -15,7 +15,7 @@ from .vocabulary import Pruning
 class IngestReport:
     """What an ingest read, dropped and wrote; `summary()` is printed at the end."""
 
-    output: Path
+    output: Path | str  # the store's path, or its URL
     n_files: int = 0
     input_bytes: int = 0
     stats: Counter = field(default_factory=Counter)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model import MODEL_NAME, load_model
+from ..outputs import is_url
 from ..rundir import SETTINGS_NAME
 from ..store import StoreError, open_store
 from ..tokenizer import TokenizerSettings
@@ -99,16 +100,26 @@ def fixed_ids(words: list[str], term_counts: np.ndarray, vocabulary: list[str]):
     return new_id, {"out_of_vocabulary": (int(outside.sum()), int(term_counts[outside].sum()))}
 
 
-def read_vocabulary(source: str | os.PathLike) -> FixedVocabulary:
-    """The vocabulary and tokenizer settings of a store, a run directory or a model.zarr.
+def read_vocabulary(source: str | os.PathLike, storage_options: dict | None = None) -> FixedVocabulary:
+    """The vocabulary and tokenizer settings of a store (a path or a URL), a run directory or a
+    model.zarr.
 
     A run is read through the store its settings.json names (that store records the tokenizer;
     a model records only the training settings and its store's fingerprint), or through its
     model if that store is gone."""
-    path = Path(source)
+    if is_url(source) and not str(source).startswith("file://"):
+        store = open_store(source, storage_options)
+        return _fixed(store.location, store.vocab, store.settings)
+    path = Path(str(source).removeprefix("file://"))
     if (path / SETTINGS_NAME).is_file():
-        store_path = Path(json.loads((path / SETTINGS_NAME).read_text())["store"])
-        if (store_path / "zarr.json").exists():
+        recorded_store = json.loads((path / SETTINGS_NAME).read_text())["store"]
+        store_path = Path(recorded_store)
+        if is_url(recorded_store):
+            try:
+                return read_vocabulary(recorded_store, storage_options)
+            except FileNotFoundError:
+                pass
+        elif (store_path / "zarr.json").exists():
             return read_vocabulary(store_path)
         if not (path / MODEL_NAME / "zarr.json").exists():
             raise StoreError(f"--vocabulary {source}: the run's store {store_path} is gone and the run has no model yet")
@@ -122,5 +133,9 @@ def read_vocabulary(source: str | os.PathLike) -> FixedVocabulary:
     else:
         store = open_store(path)
         words, recorded = store.vocab, store.settings
+    return _fixed(str(path.resolve()), words, recorded)
+
+
+def _fixed(source: str, words, recorded: dict) -> FixedVocabulary:
     tokenizer = TokenizerSettings(**recorded["tokenizer"]) if "tokenizer" in recorded else TokenizerSettings()
-    return FixedVocabulary(str(path.resolve()), [str(w) for w in words], tokenizer)
+    return FixedVocabulary(source, [str(w) for w in words], tokenizer)
