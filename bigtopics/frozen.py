@@ -20,7 +20,7 @@ from .kernels.alias_gibbs import alias_view
 from .kernels.frozen import freeze_table_rows, index_rows
 from .kernels.rows import copy_segments
 from .kernels.special import exp_digamma, exp_digamma_array
-from .kernels.table import take_out
+from .kernels.table import EMPTY, fill_rows, gather_rows, take_out
 
 
 BETA_ESTIMATES = ("mean", "geometric")
@@ -117,53 +117,62 @@ def frozen_point_estimates(source, words: np.ndarray, eta: float) -> FrozenTopic
 @dataclass
 class TableRows:
     """The table's rows for ascending word ids `words`: row r is the hash segment
-    [slot_start[r], slot_start[r] + slot_capacity[r]) of (slot_topics, slot_values), values
-    M = N / pi as the table stores them, with row_size[r] entries; topic_sums is Msum (K,), and
-    N[k, w] = pi * M, N[k] = pi * Msum[k] (topic_word.py)."""
+    [row_start[r], row_start[r] + row_capacity[r]) of (pool_topics, pool_values), values M = N / pi
+    as the table stores them, with row_size[r] entries; topic_sums is Msum (K,), and N[k, w] = pi * M,
+    N[k] = pi * Msum[k] (topic_word.py).
+
+    `from_table` and `subset` are views that share the pool they read (no copy, valid until the
+    table next changes); `without` copies the rows it changes; a pickled TableRows carries just
+    its rows' entries, which the receiver puts back slot for slot."""
 
     words: np.ndarray  # int64
-    slot_start: np.ndarray  # int64 (n_rows + 1,)
-    slot_capacity: np.ndarray  # int32
+    row_start: np.ndarray  # int64
+    row_capacity: np.ndarray  # int32
     row_size: np.ndarray  # int32
-    slot_topics: np.ndarray  # int32
-    slot_values: np.ndarray  # float64
+    pool_topics: np.ndarray  # int32
+    pool_values: np.ndarray  # float64
     topic_sums: np.ndarray  # float64 (K,)
     pi: float
     n_words: int  # V, the vocabulary's size
 
     @classmethod
     def from_table(cls, table, words: np.ndarray) -> "TableRows":
-        """Copy the rows of `table` (a TopicWordTable) for the given ascending word ids."""
+        """The rows of `table` (a TopicWordTable) for the given ascending word ids, as a view."""
         words = table._check_ids(words, table.n_words, "word")
         row_start, row_capacity, row_size, pool_topics, pool_values = table.row_arrays()
-        capacity = row_capacity[words]
-        slot_start, slot_topics, slot_values = copy_segments(row_start[words], capacity, pool_topics, pool_values)
-        return cls(words, slot_start, capacity, row_size[words], slot_topics, slot_values,
+        return cls(words, row_start[words], row_capacity[words], row_size[words], pool_topics, pool_values,
                    table._topic_sums.copy(), float(table.pi), table.n_words)
 
     @property
     def n_topics(self) -> int:
         return len(self.topic_sums)
 
-    @property
-    def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in (self.words, self.slot_start, self.slot_capacity, self.row_size,
-                                          self.slot_topics, self.slot_values, self.topic_sums)))
+    def subset(self, words: np.ndarray) -> "TableRows":
+        """The rows of the given ascending word ids (all among these rows'), as a view."""
+        rows = local_ids(self.words, words)
+        return TableRows(np.asarray(words, np.int64), self.row_start[rows], self.row_capacity[rows],
+                         self.row_size[rows], self.pool_topics, self.pool_values, self.topic_sums, self.pi,
+                         self.n_words)
+
+    def copy(self) -> "TableRows":
+        """These rows in a pool of their own, back to back."""
+        start, topics, values = copy_segments(self.row_start, self.row_capacity, self.pool_topics, self.pool_values)
+        return TableRows(self.words, start[:-1], self.row_capacity, self.row_size, topics, values,
+                         self.topic_sums.copy(), self.pi, self.n_words)
+
+    def without(self, own) -> "TableRows":
+        """A copy of these rows with the statistics `own` taken out, N <- max(N - own, 0) entry by
+        entry and the topic totals less what was removed. `own` has distinct (word id, topic)
+        pairs whose words are all among these rows' (assignments.previous_stats)."""
+        rows = self.copy()
+        n_pairs = len(own.words)
+        slots, before = np.empty(n_pairs, np.int64), np.empty(n_pairs, np.float64)
+        take_out(local_ids(rows.words, own.words), own.topics, own.values / rows.pi, rows.row_start,
+                 rows.row_capacity, rows.pool_topics, rows.pool_values, rows.topic_sums, slots, before)
+        return rows
 
     def topic_totals(self) -> np.ndarray:
         return self.pi * self.topic_sums
-
-    def without(self, own) -> "TableRows":
-        """These rows with the statistics `own` taken out, N <- max(N - own, 0) entry by entry and
-        the topic totals less what was removed. `own` has distinct (word id, topic) pairs whose
-        words are all among these rows' (assignments.SavedAssignments.previous_stats)."""
-        values, topic_sums = self.slot_values.copy(), self.topic_sums.copy()
-        n_pairs = len(own.words)
-        slots, before = np.empty(n_pairs, np.int64), np.empty(n_pairs, np.float64)
-        take_out(local_ids(self.words, own.words), own.topics, own.values / self.pi, self.slot_start,
-                 self.slot_capacity, self.slot_topics, values, topic_sums, slots, before)
-        return TableRows(self.words, self.slot_start, self.slot_capacity, self.row_size, self.slot_topics, values,
-                         topic_sums, self.pi, self.n_words)
 
     def freeze(self, eta: float, estimate: str = "mean") -> FrozenTopics:
         """The estimate of beta for these rows (kernels/frozen.py); for the mean estimate the
@@ -173,20 +182,36 @@ class TableRows:
         topic_scale = 1.0 / topic_norm if geometric else self.pi / topic_norm
         local = np.arange(len(self.words), dtype=np.int64)
         row_indptr, row_topics, row_coef, row_coef_cumsum = freeze_table_rows(
-            local, self.pi, float(eta), geometric, topic_scale, self.slot_start, self.slot_capacity, self.row_size,
-            self.slot_topics, self.slot_values)
+            local, self.pi, float(eta), geometric, topic_scale, self.row_start, self.row_capacity, self.row_size,
+            self.pool_topics, self.pool_values)
         frozen = FrozenTopics(self.words, row_indptr, row_topics, row_coef, smoothing)
         if not geometric:
-            index = (self.slot_start[:-1], self.slot_capacity.astype(np.int64), self.slot_topics, self.slot_values,
+            index = (self.row_start, self.row_capacity.astype(np.int64), self.pool_topics, self.pool_values,
                      topic_scale)
             frozen._view = frozen._with_index(row_coef_cumsum, index)
         return frozen
 
-    def subset(self, words: np.ndarray) -> "TableRows":
-        """The rows of the given ascending word ids (all among these rows')."""
-        rows = local_ids(self.words, words)
-        capacity = self.slot_capacity[rows]
-        slot_start, slot_topics, slot_values = copy_segments(self.slot_start[rows], capacity, self.slot_topics,
-                                                             self.slot_values)
-        return TableRows(np.asarray(words, np.int64), slot_start, capacity, self.row_size[rows], slot_topics,
-                         slot_values, self.topic_sums, self.pi, self.n_words)
+    def __getstate__(self) -> dict:
+        """Pickled as the rows' entries in layout order, without the rest of the pool: the receiver
+        puts every entry back in its slot (kernels/table.py, gather_rows and fill_rows)."""
+        local = np.arange(len(self.words), dtype=np.int64)
+        indptr, topics, values = gather_rows(local, 1.0, False, self.row_start, self.row_capacity, self.row_size,
+                                             self.pool_topics, self.pool_values)
+        return {"words": self.words, "row_capacity": self.row_capacity, "indptr": indptr, "topics": topics,
+                "values": values, "topic_sums": self.topic_sums, "pi": self.pi, "n_words": self.n_words}
+
+    def __setstate__(self, state: dict) -> None:
+        capacity = state["row_capacity"]
+        start = np.zeros(len(capacity) + 1, np.int64)
+        np.cumsum(capacity, out=start[1:])
+        pool_topics = np.full(start[-1], EMPTY, np.int32)
+        pool_values = np.zeros(start[-1], np.float64)
+        fill_rows(state["indptr"], state["topics"], state["values"], start, capacity, pool_topics, pool_values)
+        self.__init__(state["words"], start[:-1], capacity, np.diff(state["indptr"]).astype(np.int32), pool_topics,
+                      pool_values, state["topic_sums"], state["pi"], state["n_words"])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes on the wire (pickled: the rows' entries without free slots)."""
+        n_rows, n_entries = len(self.words), int(self.row_size.sum())
+        return n_rows * (8 + 4 + 8) + n_entries * (4 + 8) + self.topic_sums.nbytes

@@ -8,9 +8,10 @@ and gets back the shard's statistics; merged in shard order they are the minibat
 bit as in process (stats.merge_results). Bytes on the wire per minibatch grow with the rows of
 its words and its statistics' nonzeros, never with K x V: the driver keeps the table.
 
-Shards are fixed by the run's settings (`shard_docs`); with shard_docs 0 a step whose merge is
-exact (gibbs) is cut into SHARDS_PER_MINIBATCH shards, which gives the same model as one shard,
-and any other step runs as one shard. Reading the next minibatch's shards is submitted before
+A step whose merge is exact (gibbs) gives the same model however a minibatch is cut, so with
+shard_docs 0 it is cut into one shard per worker: each worker then receives the rows of its
+shard's words once. Any other step's shards are fixed by the run's settings (`shard_docs`, 0:
+one shard), never by the cluster's size, since its float sums depend on the grouping. Reading the next minibatch's shards is submitted before
 the current one samples. A task that fails (a lost worker, a storage hiccup) is retried; a lost
 worker's documents are read again by the scheduler from the task that read them.
 """
@@ -31,7 +32,6 @@ from ..stats import StepResult, merge_results
 from ..store import Store
 from .base import Executor, StepTask
 
-SHARDS_PER_MINIBATCH = 8
 RETRIES = 3
 READ_AHEAD = 2  # minibatches whose reading is submitted ahead of the one sampling
 
@@ -74,15 +74,24 @@ class DaskExecutor(Executor):
         self.cache_blocks = window_blocks
         self.warm = warm
         self.owns_client = owns_client  # a cluster this executor started (--cluster local:N) ends with it
-        self.figures = {"bytes_sent": 0, "bytes_received": 0, "wait_seconds": 0.0, "minibatches": 0}
+        # driver_seconds: packing each shard's rows and merging the shards' statistics (the serial
+        # part that the cluster adds); wait_seconds: waiting on the workers' results
+        self.figures = {"bytes_sent": 0, "bytes_received": 0, "wait_seconds": 0.0, "driver_seconds": 0.0,
+                        "minibatches": 0}
         self.outstanding: list = []  # futures submitted and not known to be done
+        self.n_workers = 0
 
     # which shards, and reading them
     def _shards(self, plan: MinibatchPlan, task: StepTask) -> list[tuple[int, int]]:
-        """The plan's shards: fixed by the settings, never by the cluster's size."""
+        """The plan's shards (see the module docstring)."""
         if task.shard_docs or not task.step.exact_merge:
             return plan.shards(task.shard_docs)
-        return plan.shards(-(-plan.n_docs // SHARDS_PER_MINIBATCH))
+        return plan.shards(-(-plan.n_docs // max(self._workers(), 1)))
+
+    def _workers(self) -> int:
+        if self.client.status == "running":
+            self.n_workers = len(self.client.scheduler_info().get("workers", {}))
+        return self.n_workers
 
     def _submit_reads(self, plan: MinibatchPlan, task: StepTask) -> ClusterWork:
         shards = self._shards(plan, task)
@@ -140,17 +149,22 @@ class DaskExecutor(Executor):
     def run(self, work: ClusterWork, rows: TableRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
         futures = []
+        start = time.monotonic()
         for ((lo, hi), batch), (words, _) in zip(zip(work.shards, work.batches), self._described(work)):
-            shard_rows = rows.subset(words)
+            shard_rows = rows.subset(words)  # a view: pickling sends the entries of these rows alone
             self.figures["bytes_sent"] += shard_rows.nbytes + seeds[lo:hi].nbytes
             futures.append(self.client.submit(self.on_worker.run_shard, batch, shard_rows, task, seeds[lo:hi],
                                               pure=False, retries=RETRIES))
+        self.figures["driver_seconds"] += time.monotonic() - start
         self.outstanding.extend(futures)
         results = self._gather(futures)
         self.figures["bytes_received"] += sum(r.nbytes for r in results)
         self.figures["minibatches"] += 1
         self.client.cancel(work.batches + work.summaries)  # the documents are no longer needed
-        return merge_results(results, rows.n_topics)
+        start = time.monotonic()
+        merged = merge_results(results, rows.n_topics)
+        self.figures["driver_seconds"] += time.monotonic() - start
+        return merged
 
     def _gather(self, futures: list) -> list:
         start = time.monotonic()
@@ -161,7 +175,7 @@ class DaskExecutor(Executor):
     def metrics(self) -> dict:
         self.outstanding = [f for f in self.outstanding if not f.done()]
         n = max(self.figures["minibatches"], 1)
-        return {"workers": len(self.client.scheduler_info().get("workers", {})),
+        return {"workers": self._workers(),  # after close(): the count as it was
                 "tasks_in_flight": len(self.outstanding),
                 "bytes_sent_per_minibatch": self.figures["bytes_sent"] // n,
                 "bytes_received_per_minibatch": self.figures["bytes_received"] // n,
