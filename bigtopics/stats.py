@@ -40,13 +40,14 @@ class StepResult:
         return int(sum(a.nbytes for a in arrays))
 
 
-def merge_results(results: list[StepResult], n_topics: int) -> StepResult:
+def merge_results(results: list[StepResult], n_topics: int, distinct: np.ndarray | None = None) -> StepResult:
     """The results of consecutive shards of a minibatch as one, summed in shard order: each
-    word's topics in the order first met, as one call over the whole minibatch gives them."""
+    word's topics in the order first met, as one call over the whole minibatch gives them.
+    `distinct`: ascending word ids that hold all of the results' (else found here)."""
     if len(results) == 1:
         return results[0]
     words = np.concatenate([r.words for r in results])
-    distinct = np.unique(words)
+    distinct = np.unique(words) if distinct is None else distinct
     sizes = np.array([len(r.words) for r in results], np.int64)
     merged_words, topics, sums = merge_pairs(local_ids(distinct, words), np.concatenate([r.topics for r in results]),
                                              np.concatenate([r.sums for r in results]),

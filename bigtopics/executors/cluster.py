@@ -143,16 +143,20 @@ class DaskExecutor(Executor):
             self.figures["bytes_sent"] += topics.nbytes
             futures.append(self.client.submit(self.on_worker.shard_previous_stats, batch, topics, saved.unvisited,
                                               saved.n_topics, pure=False, retries=RETRIES))
-        results = self._gather(futures)
-        return merge_results(results, saved.n_topics)
+        return merge_results(self._gather(futures), saved.n_topics, self.words(work))
 
     def run(self, work: ClusterWork, rows: TableRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
         futures = []
         start = time.monotonic()
+        holders = self.client.who_has(work.batches)
         for ((lo, hi), batch), (words, _) in zip(zip(work.shards, work.batches), self._described(work)):
-            shard_rows = rows.subset(words)  # a view: pickling sends the entries of these rows alone
+            # the rows go straight to the worker holding the shard's documents, not through the
+            # scheduler; as a view, pickling sends the entries of these rows alone
+            shard_rows = rows.subset(words)
             self.figures["bytes_sent"] += shard_rows.nbytes + seeds[lo:hi].nbytes
+            shard_rows = self.client.scatter(shard_rows, workers=list(holders.get(batch.key, ())) or None,
+                                             direct=True, hash=False)
             futures.append(self.client.submit(self.on_worker.run_shard, batch, shard_rows, task, seeds[lo:hi],
                                               pure=False, retries=RETRIES))
         self.figures["driver_seconds"] += time.monotonic() - start
@@ -162,7 +166,7 @@ class DaskExecutor(Executor):
         self.figures["minibatches"] += 1
         self.client.cancel(work.batches + work.summaries)  # the documents are no longer needed
         start = time.monotonic()
-        merged = merge_results(results, rows.n_topics)
+        merged = merge_results(results, rows.n_topics, rows.words)
         self.figures["driver_seconds"] += time.monotonic() - start
         return merged
 

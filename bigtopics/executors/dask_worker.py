@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from distributed import WorkerPlugin, get_worker
+from distributed import WorkerPlugin, get_worker, secede
 
 from ..assignments import previous_stats
 from ..frozen import TableRows
@@ -21,6 +21,7 @@ from .warmup import compile_step
 
 _readers: dict = {}  # per worker process: one reader (and its block cache) per store
 _kernels = threading.Lock()
+_reading = threading.Lock()
 
 
 def _reader(store: Store, cache_blocks: int) -> DocumentReader:
@@ -32,7 +33,12 @@ def _reader(store: Store, cache_blocks: int) -> DocumentReader:
 
 
 def read_shard(store: Store, doc_numbers: np.ndarray, cache_blocks: int) -> Minibatch:
-    return prepared(_reader(store, cache_blocks).read(doc_numbers))
+    """The shard's documents, read while the worker's thread samples the minibatch before: the
+    task leaves the worker's thread pool (secede), as the in-process engine reads ahead in a
+    thread of its own."""
+    secede()
+    with _reading:  # one shard read at a time: the block cache is not shared between threads
+        return prepared(_reader(store, cache_blocks).read(doc_numbers))
 
 
 def describe_shard(batch: Minibatch) -> tuple[np.ndarray, int]:
