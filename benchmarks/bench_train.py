@@ -85,7 +85,7 @@ def timed_child(run: str, workers: int, docs: int) -> dict:
         copy = Path(tmp) / "run"
         shutil.copytree(run, copy, ignore=shutil.ignore_patterns("table", "model.zarr"))
         trainer = Trainer.resume(copy, quiet=True, options={"snapshot_seconds": 1e9}, workers=workers)
-        compile_kernels(trainer.store.path, trainer.settings)
+        compile_kernels(trainer.store.location, trainer.settings)
         trainer.settings.max_docs = trainer.state.docs_seen + docs
         docs0, tokens0, seconds0 = trainer.state.docs_seen, trainer.state.tokens_seen, trainer.state.seconds
         trainer.run()

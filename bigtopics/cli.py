@@ -8,6 +8,7 @@ traceback.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 import warnings
@@ -22,6 +23,43 @@ from .store import StoreError
 
 # What Ctrl-C leaves, per command (train stops at a minibatch and says so itself).
 INTERRUPTED = {"infer": "the parts inferred so far are kept; the same command continues from them"}
+
+
+class StoreLocation(click.ParamType):
+    """A store (or document topics) given as a local directory that must exist, or as a URL
+    (s3://, gs://, file://, ...) that is checked when it is opened."""
+
+    name = "path or URL"
+
+    def convert(self, value, param, ctx):
+        from .outputs import is_url
+
+        if is_url(value):
+            return value
+        return click.Path(exists=True, file_okay=False).convert(value, param, ctx)
+
+
+STORE = StoreLocation()
+
+
+def storage_options_option(fn):
+    """--storage-options JSON: the fsspec filesystem's options for URLs (credentials, endpoint)."""
+
+    def parse(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            options = json.loads(value)
+        except ValueError as e:
+            raise click.BadParameter(f"not JSON: {e}") from None
+        if not isinstance(options, dict):
+            raise click.BadParameter("give a JSON object, e.g. '{\"anon\": true}'")
+        return options
+
+    return click.option("--storage-options", callback=parse, metavar="JSON",
+                        help="Options of the filesystem of s3:// and other URLs, as JSON (e.g. "
+                             "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}'); credentials also come from the "
+                             "environment (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, ...).")(fn)
 
 
 def user_errors(fn):
@@ -61,7 +99,7 @@ def main():
 # -- ingest and info ------------------------------------------------------------------------
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("-o", "--output", required=True, type=click.Path(), help="The store to write (a directory).")
+@click.option("-o", "--output", required=True, help="The store to write: a directory, or a URL such as s3://bucket/books.zarr.")
 @click.option("--format", "fmt", type=click.Choice(["txt", "lines", "jsonl", "tsv", "bow-jsonl"]), default=None,
               help="Input format (default: by extension: .jsonl/.json/.ndjson, .tsv, else txt).")
 @click.option("--text-field", default="text", show_default=True, help="jsonl: the field holding the text.")
@@ -83,9 +121,10 @@ def main():
 @click.option("--workers", type=int, default=0, help="Tokenizing processes (default: all cores).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store.")
 @click.option("--quiet", is_flag=True, help="No progress output and no summary.")
+@storage_options_option
 @user_errors
 def ingest(inputs, output, fmt, text_field, id_field, bow_field, section_tokens, min_length, token_pattern, stoplist,
-           keep_case, min_df, max_df, max_vocab, vocabulary_from, skip_bad, workers, overwrite, quiet):
+           keep_case, min_df, max_df, max_vocab, vocabulary_from, skip_bad, workers, overwrite, quiet, storage_options):
     """Tokenize text files or directories INPUTS into a store for training (or, with
     --vocabulary, for inference with a model trained on another store)."""
     from dataclasses import replace
@@ -118,16 +157,18 @@ def ingest(inputs, output, fmt, text_field, id_field, bow_field, section_tokens,
                               skip_bad=skip_bad),
         pruning=pruning, vocabulary=vocabulary,
         section_tokens=section_tokens, workers=workers, overwrite=overwrite, quiet=quiet,
+        storage_options=storage_options,
     )
     if not quiet:
         click.echo(report.summary(), err=True)
 
 
 @main.command()
-@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.argument("path", type=STORE)
 @click.option("-n", "--top", "n_top", type=click.IntRange(min=1), default=30, show_default=True, help="Top words to list (stores).")
+@storage_options_option
 @user_errors
-def info(path, n_top):
+def info(path, n_top, storage_options):
     """Describe a store (sizes, compression, chunking, settings, top words) or a training run
     (settings, progress, checkpoints)."""
     from pathlib import Path
@@ -139,7 +180,7 @@ def info(path, n_top):
     if (Path(path) / SETTINGS_NAME).exists():
         click.echo(describe_run(path))
     else:
-        click.echo(describe_store(open_store(path), n_top))
+        click.echo(describe_store(open_store(path, storage_options), n_top))
 
 
 @main.command()
@@ -201,7 +242,7 @@ def local_step_options(fn):
 
 
 @main.command()
-@click.argument("store", required=False, type=click.Path(exists=True, file_okay=False))
+@click.argument("store", required=False, type=STORE)
 @click.option("-o", "--output", "run_dir", type=click.Path(file_okay=False),
               help="Run directory: settings, metrics log, checkpoints, table and model.")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
@@ -241,8 +282,9 @@ def local_step_options(fn):
               help="Write model.zarr this often so `bigtopics topics` can read a run in progress.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run directory.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@storage_options_option
 @user_errors
-def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwrite, quiet, **given):
+def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwrite, quiet, storage_options, **given):
     """Train a topic model on STORE (written by `bigtopics ingest`), or resume a run."""
     from .memory import format_bytes, peak_rss_bytes
     from .settings import TrainSettings, parse_interval
@@ -254,7 +296,8 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
         raise click.BadParameter("give a duration such as 10m", param_hint="--snapshot-every")
     if cluster and scheduler:
         raise click.UsageError("give --cluster or --scheduler, not both")
-    options = {"snapshot_seconds": snapshot_seconds, "cluster": cluster, "scheduler": scheduler}
+    options = {"snapshot_seconds": snapshot_seconds, "cluster": cluster, "scheduler": scheduler,
+               "storage_options": storage_options}
     if resume_dir:
         if run_dir or overwrite:
             raise click.UsageError("--resume takes the run directory, and STORE only if the store has moved "
@@ -313,16 +356,16 @@ def topics(run, n_words, sort):
 # -- evaluate, infer and export ---
 @main.command()
 @click.argument("run", type=click.Path(exists=True))
-@click.option("--store", type=click.Path(exists=True, file_okay=False),
+@click.option("--store", type=STORE,
               help="Store for coherence and document shares (default: the run's training store).")
-@click.option("--heldout-store", type=click.Path(exists=True, file_okay=False),
+@click.option("--heldout-store", type=STORE,
               help="Store of held-out documents (the model's vocabulary) to score.")
 @click.option("--heldout-docs", type=int, default=1000, show_default=True, help="Held-out documents scored.")
 @click.option("--method", "methods", type=click.Choice(["left-to-right", "completion"]), multiple=True,
               help="Held-out method (repeatable; default: both).")
 @click.option("--particles", type=int, default=10, show_default=True, help="Left-to-right particles.")
 @click.option("--no-resample", is_flag=True, help="Left-to-right without resampling (linear, not quadratic, in length).")
-@click.option("--doc-topics", type=click.Path(exists=True, file_okay=False),
+@click.option("--doc-topics", type=STORE,
               help="Output of `bigtopics infer` for the document shares (else a sample is inferred).")
 @click.option("--top-words", type=click.IntRange(min=2), default=10, show_default=True, help="Top words for coherence.")
 @click.option("--prominence", type=float, default=0.1, show_default=True,
@@ -333,16 +376,18 @@ def topics(run, n_words, sort):
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--workers", type=int, default=0, help="Threads (default: all cores).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@storage_options_option
 @user_errors
 def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_resample, doc_topics, top_words,
-             prominence, sample_docs, output, seed, workers, quiet):
+             prominence, sample_docs, output, seed, workers, quiet, storage_options):
     """Topic diagnostics of RUN (coherence, size, entropy, document shares) and held-out scores."""
     from .evaluate import METHODS, evaluate as run_evaluate, format_table
 
     result = run_evaluate(run, store=store, heldout_store=heldout_store, doc_topics=doc_topics, output=output,
                           heldout_docs=heldout_docs, methods=methods or METHODS, particles=particles,
                           resample=not no_resample, top_n=top_words, prominence_threshold=prominence,
-                          sample_docs=sample_docs, seed=seed, workers=workers, quiet=quiet)
+                          sample_docs=sample_docs, seed=seed, workers=workers, quiet=quiet,
+                          storage_options=storage_options)
     click.echo(format_table(result))
     if not quiet:
         click.echo(f"written: {result['output']}", err=True)
@@ -350,8 +395,8 @@ def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_res
 
 @main.command()
 @click.argument("run", type=click.Path(exists=True))
-@click.argument("store", type=click.Path(exists=True, file_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="doc_topics.zarr to write.")
+@click.argument("store", type=STORE)
+@click.option("-o", "--output", required=True, help="doc_topics.zarr to write (a path or a URL).")
 @click.option("--threshold", type=float, default=0.01, show_default=True, help="Smallest proportion kept.")
 @click.option("--burnin", type=int, default=4, show_default=True, help="Gibbs sweeps discarded per document.")
 @click.option("--samples", type=int, default=4, show_default=True, help="Gibbs sweeps averaged per document.")
@@ -361,14 +406,16 @@ def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_res
               help="Tokens per resumable part (work lost to an interruption is at most one part).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@storage_options_option
 @user_errors
-def infer(run, store, output, threshold, burnin, samples, seed, workers, part_tokens, overwrite, quiet):
+def infer(run, store, output, threshold, burnin, samples, seed, workers, part_tokens, overwrite, quiet,
+          storage_options):
     """Topic proportions of every document of STORE under the model of RUN (resumable: rerun
     the same command after an interruption)."""
     from .infer import InferSettings, infer as run_infer
 
     summary = run_infer(run, store, output, InferSettings(threshold, burnin, samples, seed, workers),
-                        overwrite=overwrite, quiet=quiet, part_tokens=part_tokens)
+                        overwrite=overwrite, quiet=quiet, part_tokens=part_tokens, storage_options=storage_options)
     if not quiet:
         reused = f", {summary['parts_reused']} blocks reused from an interrupted run" if summary["parts_reused"] else ""
         click.echo(f"inferred {summary['n_docs']:,} documents ({summary['nnz']:,} topic weights){reused}: "
@@ -378,38 +425,41 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
 @main.command()
 @click.argument("run", type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Directory to write.")
-@click.option("--doc-topics", type=click.Path(exists=True, file_okay=False),
+@click.option("--doc-topics", type=STORE,
               help="Output of `bigtopics infer`, for the per-document files.")
-@click.option("--store", type=click.Path(exists=True, file_okay=False),
+@click.option("--store", type=STORE,
               help="The store --doc-topics was inferred from (default: the one it records).")
 @click.option("--top-words", type=click.IntRange(min=1), default=20, show_default=True, help="Words per topic in the keys files.")
 @click.option("--index", default="bigtopics", show_default=True, help="Elasticsearch/OpenSearch index name.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
+@storage_options_option
 @user_errors
-def export(run, output, doc_topics, store, top_words, index, overwrite):
+def export(run, output, doc_topics, store, top_words, index, overwrite, storage_options):
     """Write RUN's topics (and inferred document topics) as MALLET, search-engine, pyLDAvis and
     dfr-browser files."""
     from .export import export as run_export
 
     names = run_export(run, output, doc_topics=doc_topics, store=store, top_words=top_words, index=index,
-                       overwrite=overwrite)
+                       overwrite=overwrite, storage_options=storage_options)
     click.echo(f"{output}: {', '.join(names)}", err=True)
 
 
 @main.command()
 @click.argument("run", type=click.Path(exists=True, file_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="HTML file (default: RUN/report.html).")
-@click.option("--doc-topics", type=click.Path(exists=True, file_okay=False),
+@click.option("--doc-topics", type=STORE,
               help="Output of `bigtopics infer`, to list the documents most about each topic.")
-@click.option("--store", type=click.Path(exists=True, file_okay=False),
+@click.option("--store", type=STORE,
               help="The store --doc-topics was inferred from, for document ids (default: the one it records).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing file that is not an earlier report.")
+@storage_options_option
 @user_errors
-def report(run, output, doc_topics, store, overwrite):
+def report(run, output, doc_topics, store, overwrite, storage_options):
     """Write a self-contained HTML page describing RUN: topics, sizes, coherence, documents, training curve."""
     from .report import build_report
 
-    path = build_report(run, output, doc_topics=doc_topics, store=store, overwrite=overwrite)
+    path = build_report(run, output, doc_topics=doc_topics, store=store, overwrite=overwrite,
+                        storage_options=storage_options)
     click.echo(f"written: {path}", err=True)
 
 

@@ -117,7 +117,7 @@ def topic_diagnostics(model: Model, store: Store | None = None, doc_topics: DocT
             record["coherence"] = float(c)
     blocks = None
     if doc_topics is not None:
-        blocks, source = doc_topics.iter_blocks(), str(doc_topics.path)
+        blocks, source = doc_topics.iter_blocks(), doc_topics.location
     elif store is not None:
         blocks, source = sampled_doc_topics(model, store, sample_docs, seed, n_workers), "sample"
     if blocks is not None:

@@ -35,7 +35,7 @@ from .frozen import TableRows
 from .heldout import heldout_documents, heldout_loglik
 from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
 from .model import MODEL_NAME, write_model
-from .outputs import check_output, holds_files, read_json
+from .outputs import check_output, holds_files, is_url, read_json
 from .plan import EpochPlan
 from .progress import Progress
 from .reader import read_documents
@@ -82,18 +82,19 @@ class Trainer:
     """
 
     def __init__(self, store_path, run_dir, settings: TrainSettings, *, quiet: bool = False,
+                 storage_options: dict | None = None,
                  report_seconds: float = 10.0, snapshot_seconds: float = 600.0, executor: Executor | None = None,
                  cluster: str | None = None, scheduler: str | None = None):
         settings.validate()
         return_large_frees_to_os()
         self.settings = settings
-        self.store = open_store(store_path)
+        self.store = open_store(store_path, storage_options)  # the options are never written to the run
         self.run_dir = Path(run_dir)
         self.quiet = quiet
         self.report_seconds = report_seconds
         self.snapshot_seconds = snapshot_seconds
         if self.store.n_docs == 0 or self.store.n_tokens == 0:
-            raise ValueError(f"{self.store.path} holds no documents: nothing to train on")
+            raise ValueError(f"{self.store.location} holds no documents: nothing to train on")
         if settings.heldout and settings.heldout >= self.store.n_docs:
             raise ValueError(f"cannot hold out {settings.heldout} of the store's {self.store.n_docs} documents")
         self.heldout_docs = heldout_documents(self.store.n_docs, settings.heldout, settings.seed)
@@ -146,7 +147,7 @@ class Trainer:
             if v is not None:
                 setattr(settings, k, v)
         store_path = store or record["store"]
-        if not Path(store_path).exists():
+        if not is_url(store_path) and not Path(store_path).exists():
             raise FileNotFoundError(f"the run's store {store_path} is gone; if it has moved, give its new place "
                                     "(bigtopics train --resume RUN STORE)")
         trainer = cls(store_path, run_dir, settings, quiet=quiet, **options)
@@ -175,7 +176,7 @@ class Trainer:
             if not overwrite and (self.run_dir / SETTINGS_NAME).exists():
                 raise FileExistsError(f"{self.run_dir} already holds a run (use --resume to continue it, "
                                       "--overwrite to start afresh)")
-            check_output(self.run_dir, overwrite, [self.store.path])
+            check_output(self.run_dir, overwrite, [self.store.location])
             self.lock.acquire()  # refuses a run that another process is training
             try:
                 shutil.rmtree(self.run_dir)
@@ -189,7 +190,7 @@ class Trainer:
     def _write_settings(self) -> None:
         record = {
             "settings": asdict(self.settings),
-            "store": str(self.store.path.resolve()),
+            "store": self.store.location,
             "store_fingerprint": self.store.fingerprint(),
             "n_training_docs": self.n_training_docs,
         }

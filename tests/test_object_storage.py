@@ -363,3 +363,35 @@ def test_the_demo_books_via_the_cli(s3, tmp_path):
     assert result.exit_code == 0, result.output
     ingest([books], tmp_path / "books.zarr", section_tokens=500, quiet=True)
     assert_same_store(open_store(url), open_store(tmp_path / "books.zarr"))
+
+
+@pytest.mark.slow
+def test_train_info_and_infer_from_s3_in_process_and_on_a_cluster(s3, tmp_path):
+    """The user's path (issue: Beyond one machine): ingest to s3://, info, train from it in
+    process and on a LocalCluster whose workers read the store themselves, infer from s3:// to
+    s3://; the models equal the one trained on a local ingest of the same books."""
+    pytest.importorskip("distributed")
+    from importlib.resources import files
+
+    from test_golden_models import model_hash
+
+    books = str(files("bigtopics") / "data" / "demo_books.jsonl.gz")
+    url, local = s3.url("demo/books.zarr"), tmp_path / "books.zarr"
+    runner = CliRunner()
+    for target in (url, str(local)):
+        result = runner.invoke(main, ["ingest", books, "-o", target, "--section-tokens", "500", "--quiet"])
+        assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["info", url])
+    assert result.exit_code == 0 and url in result.output, result.output
+    common = ["-k", "6", "--max-docs", "600", "--batch-size", "200", "--seed", "2", "--quiet"]
+    hashes = {}
+    for name, store, extra in (("local", str(local), []), ("s3", url, []), ("s3-cluster", url, ["--cluster", "local:2"])):
+        result = runner.invoke(main, ["train", store, "-o", str(tmp_path / name), *common, *extra])
+        assert result.exit_code == 0, result.output
+        hashes[name] = model_hash(tmp_path / name)
+    assert hashes["s3"] == hashes["local"] == hashes["s3-cluster"]
+    assert json.loads((tmp_path / "s3" / "settings.json").read_text())["store"] == url
+    output = s3.url("demo/doc_topics.zarr")
+    result = runner.invoke(main, ["infer", str(tmp_path / "s3"), url, "-o", output, "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert DocTopics(output).n_docs == open_store(url).n_docs

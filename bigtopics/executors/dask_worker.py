@@ -25,7 +25,7 @@ _reading = threading.Lock()
 
 
 def _reader(store: Store, cache_blocks: int) -> DocumentReader:
-    key = store.path if getattr(store, "location", None) is None else store.location
+    key = store.location
     if key not in _readers:
         _readers.clear()  # one store at a time: the cache stays bounded
         _readers[key] = DocumentReader(store, cache_blocks)
