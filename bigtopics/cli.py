@@ -404,18 +404,21 @@ def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_res
 @click.option("--workers", type=int, default=0, help="Sampler threads (default: all cores).")
 @click.option("--part-tokens", type=int, default=1 << 23, show_default=True,
               help="Tokens per resumable part (work lost to an interruption is at most one part).")
+@click.option("--cluster", help="Infer on a Dask LocalCluster of worker processes started here: local:N.")
+@click.option("--scheduler", help="Infer on a running Dask cluster: the scheduler's address.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @storage_options_option
 @user_errors
-def infer(run, store, output, threshold, burnin, samples, seed, workers, part_tokens, overwrite, quiet,
-          storage_options):
+def infer(run, store, output, threshold, burnin, samples, seed, workers, part_tokens, cluster, scheduler, overwrite,
+          quiet, storage_options):
     """Topic proportions of every document of STORE under the model of RUN (resumable: rerun
     the same command after an interruption)."""
     from .infer import InferSettings, infer as run_infer
 
     summary = run_infer(run, store, output, InferSettings(threshold, burnin, samples, seed, workers),
-                        overwrite=overwrite, quiet=quiet, part_tokens=part_tokens, storage_options=storage_options)
+                        overwrite=overwrite, quiet=quiet, part_tokens=part_tokens, storage_options=storage_options,
+                        cluster=cluster, scheduler=scheduler)
     if not quiet:
         reused = f", {summary['parts_reused']} blocks reused from an interrupted run" if summary["parts_reused"] else ""
         click.echo(f"inferred {summary['n_docs']:,} documents ({summary['nnz']:,} topic weights){reused}: "

@@ -43,18 +43,18 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numba
 import numpy as np
 import zarr
 
 from .atomic import atomic_write_bytes
-from .frozen import frozen_point_estimates
+from .frozen import frozen_point_estimates, local_ids
 from .local_steps.gibbs import gibbs_sample
 from .minibatch import Minibatch
 from .reader import read_ahead
 from .model import Model, load_model
 from .outputs import Location, NewGroup, check_output, locate
 from .progress import Progress
+from .workers import use_threads
 from .store import (CSR_ENCODING, CSRBlock, Store, StoreError, check_format, default_compressors, index_dtype_for,
                     open_store)
 
@@ -115,6 +115,45 @@ def fit_topic_counts(source, batch: Minibatch, *, alpha: float, eta: float, seed
     return document_topic_counts(tallies, batch.n_docs, len(frozen.smoothing))
 
 
+@dataclass
+class ModelRows:
+    """The rows of a model for some ascending word ids, with what inference reads besides: a
+    picklable stand-in for the Model in infer_block that a worker of a cluster receives."""
+
+    words: np.ndarray
+    indptr: np.ndarray
+    topics: np.ndarray
+    values: np.ndarray
+    totals: np.ndarray
+    alpha: float
+    eta: float
+    n_words: int
+
+    @classmethod
+    def of(cls, model: Model, words: np.ndarray) -> "ModelRows":
+        return cls(np.asarray(words, np.int64), *model.rows(words), model.topic_totals(), model.alpha, model.eta,
+                   model.n_words)
+
+    @property
+    def n_topics(self) -> int:
+        return len(self.totals)
+
+    def topic_totals(self) -> np.ndarray:
+        return self.totals
+
+    def rows(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The same contract as Model.rows, for ascending words among these rows'."""
+        r = local_ids(self.words, np.asarray(words, np.int64))
+        starts, stops = self.indptr[r], self.indptr[r + 1]
+        indptr = np.concatenate([[0], np.cumsum(stops - starts)])
+        take = np.repeat(starts - indptr[:-1], stops - starts) + np.arange(indptr[-1])
+        return indptr, self.topics[take], self.values[take]
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in (self.words, self.indptr, self.topics, self.values, self.totals)))
+
+
 def infer_block(model: Model, block: CSRBlock, settings: InferSettings, n_workers: int = 1) -> dict:
     """Thresholded proportions of one block's documents: CSR arrays plus doc_lengths."""
     batch = block_minibatch(block)
@@ -161,13 +200,16 @@ def _part_name(start: int) -> str:
 
 
 def infer(run, store_path, output, settings: InferSettings | None = None, *, overwrite: bool = False,
-          quiet: bool = False, part_tokens: int = PART_TOKENS, storage_options: dict | None = None) -> dict:
+          quiet: bool = False, part_tokens: int = PART_TOKENS, storage_options: dict | None = None,
+          cluster: str | None = None, scheduler: str | None = None) -> dict:
     """Infer topic proportions of every document of the store into `output` (doc_topics.zarr).
 
     The store and `output` may be local paths or URLs (`storage_options` apply to both; see the
     module's docstring for where the parts go). A part (the unit of resumption) is a run of
-    whole store blocks of about `part_tokens` tokens. Returns a summary (documents, parts
-    computed now and reused from an interrupted run, nnz, output).
+    whole store blocks of about `part_tokens` tokens. With `cluster` ("local:N") or `scheduler`
+    (an address) the parts are inferred on a Dask cluster (executors/cluster.py, infer_parts),
+    with the same result. Returns a summary (documents, parts computed now and reused from an
+    interrupted run, nnz, output).
     """
     settings = settings or InferSettings()
     settings.validate()
@@ -183,20 +225,29 @@ def infer(run, store_path, output, settings: InferSettings | None = None, *, ove
                 "docs_per_part": docs_per_part,
                 "settings": {k: v for k, v in asdict(settings).items() if k != "workers"}}
     _open_parts(parts, manifest, overwrite)
-    n_workers = settings.workers or numba.config.NUMBA_NUM_THREADS
-    numba.set_num_threads(min(n_workers, numba.config.NUMBA_NUM_THREADS))
     starts = list(store.block_starts(docs_per_part))
     todo = [s for s in starts if not (parts / _part_name(s)).exists()]
     done_docs = store.n_docs - sum(min(docs_per_part, store.n_docs - s) for s in todo)
-    blocks = (store.read_docs(s, s + docs_per_part) for s in todo)
-    with Progress("infer", total=store.n_docs, unit="docs", quiet=quiet) as progress:
-        progress.count = done_docs
-        for block in read_ahead(blocks):
-            result = infer_block(model, block, settings, n_workers)
-            buffer = io.BytesIO()
-            np.savez(buffer, **result)
-            atomic_write_bytes(parts / _part_name(block.start), buffer.getvalue())
-            progress.update(block.n_docs)
+    if cluster is None and scheduler is None:
+        n_workers = use_threads(settings.workers)
+        blocks = read_ahead(store.read_docs(s, s + docs_per_part) for s in todo)
+        results = ((block.start, infer_block(model, block, settings, n_workers)) for block in blocks)
+    else:
+        from .executors.cluster import connect, infer_parts
+
+        client = connect(cluster, scheduler)
+        results = infer_parts(client, model, store, todo, docs_per_part, settings)
+    try:
+        with Progress("infer", total=store.n_docs, unit="docs", quiet=quiet) as progress:
+            progress.count = done_docs
+            for start, result in results:
+                buffer = io.BytesIO()
+                np.savez(buffer, **result)
+                atomic_write_bytes(parts / _part_name(start), buffer.getvalue())
+                progress.update(len(result["doc_lengths"]))
+    finally:
+        if cluster is not None or scheduler is not None:
+            client.close()
     nnz = _assemble(parts, starts, output, model, store, settings, manifest, overwrite)
     shutil.rmtree(parts, ignore_errors=True)
     return {"n_docs": store.n_docs, "parts_computed": len(todo), "parts_reused": len(starts) - len(todo),

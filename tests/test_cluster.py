@@ -136,3 +136,18 @@ def test_an_unreachable_scheduler_is_one_line(store, tmp_path):
     assert result.stderr.strip().count("\n") == 0 and "error:" in result.stderr, result.stderr
     assert time.monotonic() - start < 60
     assert not Path(tmp_path / "r" / "model.zarr").exists()
+
+
+def test_infer_on_a_running_cluster_gives_the_same_document_topics(store, client, tmp_path):
+    import numpy as np
+    import zarr
+
+    from bigtopics.infer import infer
+
+    train_with(store, tmp_path / "run")
+    infer(tmp_path / "run", store, tmp_path / "local.zarr", part_tokens=40_000, quiet=True)
+    infer(tmp_path / "run", store, tmp_path / "cluster.zarr", part_tokens=40_000, quiet=True,
+          scheduler=client.scheduler.address)
+    local, remote = (zarr.open_group(tmp_path / name, mode="r") for name in ("local.zarr", "cluster.zarr"))
+    for name in ("indptr", "indices", "data", "doc_lengths"):
+        np.testing.assert_array_equal(local[name][:], remote[name][:])

@@ -191,3 +191,43 @@ class DaskExecutor(Executor):
             self.client.close()
         if cluster is not None:
             cluster.close()
+
+
+def infer_parts(client, model, store: Store, starts: list[int], docs_per_part: int, settings,
+                in_flight: int | None = None) -> Iterator[tuple[int, dict]]:
+    """`bigtopics infer` on a cluster: (first document, infer_block's result) for each part, in
+    the order they finish. Each part is read on a worker, which reports its distinct words; the
+    driver sends the model's rows for them (infer.ModelRows) and receives the part's document
+    topics. Parts are independent, so up to `in_flight` (two per worker) run at once; the result
+    is infer_block's, whatever the cluster."""
+    from distributed import as_completed
+
+    from ..infer import ModelRows
+    from . import dask_worker as worker
+
+    in_flight = in_flight or 2 * max(len(client.scheduler_info().get("workers", {})), 1)
+    todo = iter(starts)
+    reading, inferring = {}, {}  # future of a part's words -> (start, future of the part); future -> start
+    pending = as_completed()
+
+    def submit_next() -> None:
+        start = next(todo, None)
+        if start is not None:
+            part = client.submit(worker.infer_part, store, start, start + docs_per_part, settings, pure=False,
+                                 retries=RETRIES)
+            words = client.submit(worker.infer_words, part, pure=False, retries=RETRIES)
+            reading[words] = (start, part)
+            pending.add(words)
+
+    for _ in range(in_flight):
+        submit_next()
+    for future in pending:
+        if future in reading:  # a part's words: send the model's rows for them
+            start, part = reading.pop(future)
+            rows = client.scatter(ModelRows.of(model, future.result()), direct=True, hash=False)
+            done = client.submit(worker.infer_with, part, rows, settings, pure=False, retries=RETRIES)
+            inferring[done] = start
+            pending.add(done)
+        else:
+            yield inferring.pop(future), future.result()
+            submit_next()

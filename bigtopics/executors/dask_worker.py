@@ -49,6 +49,27 @@ def shard_previous_stats(batch: Minibatch, saved: np.ndarray, unvisited: int, n_
     return previous_stats(batch, saved, unvisited, n_topics)
 
 
+def infer_part(store: Store, start: int, stop: int, settings) -> tuple:
+    """Read documents [start, stop) and give back their distinct words; the documents stay here."""
+    from ..infer import block_minibatch
+
+    secede()
+    block = store.read_docs(start, stop)
+    return block, block_minibatch(block).distinct_words()
+
+
+def infer_words(part: tuple) -> np.ndarray:
+    return part[1]
+
+
+def infer_with(part: tuple, rows, settings) -> dict:
+    """infer_block on a part read by infer_part, with the model's rows for its words."""
+    from ..infer import infer_block
+
+    with _kernels:
+        return infer_block(rows, part[0], settings, use_threads(get_worker().state.nthreads))
+
+
 def run_shard(batch: Minibatch, rows: TableRows, task: StepTask, doc_seeds: np.ndarray) -> StepResult:
     """The step on one shard with the worker's threads; one shard at a time per worker process,
     as numba's thread pool serves one caller at a time."""
