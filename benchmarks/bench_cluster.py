@@ -54,8 +54,7 @@ def epoch_child(store: str, run: str, k: int, batch_size: int, cluster: str | No
     store_ = open_store(store)
     executor = make_executor(store_, cluster=cluster)
     if cluster:  # compile on every worker now, not inside the timed loop
-        executor.client.register_plugin(executor.on_worker.WarmKernels(settings.step), name="bigtopics-warm-kernels")
-        executor.warm = False
+        executor.warm_up(settings.step)
     trainer = Trainer(store, run, settings, quiet=True, snapshot_seconds=1e9, executor=executor)
     figures = executor.metrics()
     trainer.run()

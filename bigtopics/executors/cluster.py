@@ -79,7 +79,7 @@ class DaskExecutor(Executor):
         self.figures = {"bytes_sent": 0, "bytes_received": 0, "wait_seconds": 0.0, "driver_seconds": 0.0,
                         "minibatches": 0}
         self.outstanding: list = []  # futures submitted and not known to be done
-        self.n_workers = 0
+        self.n_workers, self.workers_asked = 0, -1e9
 
     # which shards, and reading them
     def _shards(self, plan: MinibatchPlan, task: StepTask) -> list[tuple[int, int]]:
@@ -89,8 +89,10 @@ class DaskExecutor(Executor):
         return plan.shards(-(-plan.n_docs // max(self._workers(), 1)))
 
     def _workers(self) -> int:
-        if self.client.status == "running":
+        """The cluster's workers now (asked of the scheduler at most once a second)."""
+        if self.client.status == "running" and time.monotonic() - self.workers_asked > 1.0:
             self.n_workers = len(self.client.scheduler_info().get("workers", {}))
+            self.workers_asked = time.monotonic()
         return self.n_workers
 
     def _submit_reads(self, plan: MinibatchPlan, task: StepTask) -> ClusterWork:
@@ -102,10 +104,14 @@ class DaskExecutor(Executor):
         self.outstanding.extend(batches + summaries)
         return ClusterWork(plan, shards, batches, summaries)
 
+    def warm_up(self, step) -> None:
+        """Compile `step`'s kernels on every worker now and on every worker that joins later."""
+        self.client.register_plugin(self.on_worker.WarmKernels(step), name="bigtopics-warm-kernels")
+        self.warm = False
+
     def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator[ClusterWork]:
         if self.warm:
-            self.client.register_plugin(self.on_worker.WarmKernels(task.step), name="bigtopics-warm-kernels")
-            self.warm = False
+            self.warm_up(task.step)
         pending: deque[ClusterWork] = deque()
         plans = iter(plans)
         try:
