@@ -200,6 +200,7 @@ def random_batch(rng, n_docs, n_words, first_doc=0, max_entries=30):
                      rng.integers(1, 5, indptr[-1]))
 
 
+@pytest.mark.slow
 def test_statistics_agree_with_the_bucket_sampler_in_distribution():
     """Many copies of a few documents; the noise level is the largest difference between two
     runs of buckets with different seeds.
@@ -246,6 +247,7 @@ def corpus(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["alias", "mh"])
 def test_training_recovers_the_true_topics(corpus, tmp_path, sampler):
     """As tests/test_train.py: mean best-match cosine of learned to true p(w|k) at least 0.9."""

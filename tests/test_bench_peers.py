@@ -20,6 +20,8 @@ sys.path.insert(0, str(BENCHMARKS))
 import peers  # noqa: E402
 import systems  # noqa: E402
 
+pytestmark = pytest.mark.slow  # benchmark smoke tests: each runs a script end to end
+
 
 def write_clustered_store(path, n_docs=150, seed=0):
     """Documents drawn from 3 topics with disjoint 12-word vocabularies, plus an empty document

@@ -9,6 +9,8 @@ import pytest
 
 from bigtopics.synth import CorpusSpec, write_corpus
 
+pytestmark = pytest.mark.slow  # benchmark smoke tests: each runs a script end to end
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -77,6 +79,7 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 from systems import write_phase
 from pathlib import Path
+
 phase = Path(sys.argv[2])
 write_phase(phase, 1, "train")
 time.sleep(1.0)

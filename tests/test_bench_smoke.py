@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # benchmark smoke tests: each runs a script end to end
+
 pytest.importorskip("sklearn")
 pytest.importorskip("gensim")
 

@@ -141,6 +141,7 @@ def change_lists(other, n_topics):
 TRACKED_DOC_TOPICS = {"lookup": [4, 9, 30], "scan": list(range(0, 40, 2))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("changes", ["mixed", "lost", "overflow"])
 @pytest.mark.parametrize("branch", TRACKED_DOC_TOPICS)
 def test_a_token_drawn_against_a_tracked_share_follows_the_dense_conditional(branch, changes):
@@ -182,6 +183,7 @@ def replicated_batch(token_words, n_copies):
                      np.tile(counts, n_copies))
 
 
+@pytest.mark.slow
 # The documents repeat words, so their later tokens are drawn against a tracked share. With K = 3
 # every row is scanned. Full rows of 20 topics are looked up while the other tokens of the
 # document hold one topic (a row is scanned up to 16 times the document's topics), so an entry's

@@ -91,6 +91,7 @@ def test_same_seed_same_output_whatever_the_workers(trained, tmp_path):
         np.testing.assert_array_equal(outs[0][name], outs[1][name])
 
 
+@pytest.mark.slow
 def test_a_killed_infer_resumes_where_it_stopped(trained, tmp_path):
     store, run = trained
     out = tmp_path / "resumed.zarr"

@@ -167,6 +167,7 @@ def wait_for(predicate, process, timeout=120.0):
     raise TimeoutError("training made no progress")
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume_gives_the_same_model(corpus, tmp_path, uninterrupted):
     """Kill -9 several times: after random delays and in the middle of a checkpoint write."""
     run = tmp_path / "run"
@@ -195,6 +196,7 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_model(corpus, tmp_
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_ctrl_c_checkpoints_and_tells_how_to_resume(corpus, tmp_path, uninterrupted):
     run = tmp_path / "run"
     process = start_training(corpus, run)

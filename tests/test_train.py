@@ -33,6 +33,7 @@ def model_arrays(run_dir):
                                                "topic_word/data")}
 
 
+@pytest.mark.slow
 def test_recovers_the_true_topics_of_a_synthetic_corpus(corpus, tmp_path):
     """Mean best-match cosine similarity between true and learned p(w|k) must reach 0.9."""
     settings = TrainSettings(n_topics=SPEC.n_topics, epochs=4, batch_size=250, tau0=1, seed=3)

@@ -150,6 +150,7 @@ def step_options(method, **options):
     return {k: v for k, v in options.items() if k in own}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["vb", "lsparse", "scvb0"])
 def test_training_recovers_the_true_topics(corpus, tmp_path, method):
     """Mean best-match cosine similarity between true and learned p(w|k) must reach 0.9 (each

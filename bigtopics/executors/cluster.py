@@ -49,7 +49,7 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
             raise ValueError(f"--cluster {cluster!r}: give local:N (N worker processes)")
         local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None)
         return Client(local)
-    return Client(scheduler, timeout="30s")
+    return Client(scheduler, timeout="10s")  # a running scheduler answers at once
 
 
 # -- the driver's side ---------------------------------------------------------------------------
