@@ -154,17 +154,21 @@ class TableRows:
                          self.row_size[rows], self.pool_topics, self.pool_values, self.topic_sums, self.pi,
                          self.n_words)
 
-    def copy(self) -> "TableRows":
-        """These rows in a pool of their own, back to back."""
-        start, topics, values = copy_segments(self.row_start, self.row_capacity, self.pool_topics, self.pool_values)
+    def copy(self, buffers: "SlotBuffers | None" = None) -> "TableRows":
+        """These rows in a pool of their own, back to back (in `buffers` if given: valid until
+        they are used again)."""
+        start = np.zeros(len(self.words) + 1, np.int64)
+        np.cumsum(self.row_capacity, out=start[1:])
+        topics, values = (buffers or SlotBuffers()).take(int(start[-1]))
+        copy_segments(self.row_start, self.row_capacity, self.pool_topics, self.pool_values, start, topics, values)
         return TableRows(self.words, start[:-1], self.row_capacity, self.row_size, topics, values,
                          self.topic_sums.copy(), self.pi, self.n_words)
 
-    def without(self, own) -> "TableRows":
+    def without(self, own, buffers: "SlotBuffers | None" = None) -> "TableRows":
         """A copy of these rows with the statistics `own` taken out, N <- max(N - own, 0) entry by
         entry and the topic totals less what was removed. `own` has distinct (word id, topic)
         pairs whose words are all among these rows' (assignments.previous_stats)."""
-        rows = self.copy()
+        rows = self.copy(buffers)
         n_pairs = len(own.words)
         slots, before = np.empty(n_pairs, np.int64), np.empty(n_pairs, np.float64)
         take_out(local_ids(rows.words, own.words), own.topics, own.values / rows.pi, rows.row_start,
@@ -215,3 +219,18 @@ class TableRows:
         """Bytes on the wire (pickled: the rows' entries without free slots)."""
         n_rows, n_entries = len(self.words), int(self.row_size.sum())
         return n_rows * (8 + 4 + 8) + n_entries * (4 + 8) + self.topic_sums.nbytes
+
+
+class SlotBuffers:
+    """Slot arrays reused from one minibatch to the next for TableRows.copy: a fresh array of a
+    table's size every minibatch costs more in page faults than the copy itself."""
+
+    def __init__(self):
+        self.topics = np.zeros(0, np.int32)
+        self.values = np.zeros(0, np.float64)
+
+    def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if n > len(self.topics):
+            size = n + n // 4
+            self.topics, self.values = np.empty(size, np.int32), np.empty(size, np.float64)
+        return self.topics[:n], self.values[:n]

@@ -21,20 +21,22 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-from .assignments import SavedAssignments, assignment_bytes
-from .atomic import atomic_write_bytes
-from .checkpoints import CheckpointInfo, load_latest_checkpoint, remove_temporaries, save_checkpoint
+from .assignments import SavedAssignments, assignment_bytes, topic_dtype
+from .atomic import DiskFullError, atomic_write_bytes, is_disk_full, no_space
+from .checkpoints import (START_OF_RUN, CheckpointError, CheckpointInfo, load_latest_checkpoint, never_checkpointed,
+                          remove_temporaries, save_checkpoint)
 from .executors import Executor, StepTask, make_executor
-from .frozen import TableRows
+from .frozen import SlotBuffers, TableRows
 from .heldout import heldout_documents, heldout_loglik
 from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
-from .model import MODEL_NAME, write_model
+from .model import MODEL_NAME, model_bytes, write_model
 from .outputs import check_output, holds_files, is_url, read_json
 from .plan import EpochPlan
 from .progress import Progress
@@ -48,26 +50,59 @@ from .workers import thread_count
 
 # Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
 TABLE_BYTES_PER_ENTRY = 24
+# Bytes per table entry while a checkpoint or a model snapshot gathers the table in memory
+# (topics and values word-major, the compressed copy or the topic-major transpose).
+GATHER_BYTES_PER_ENTRY = 40
+
+
+def resource_estimate(store: Store, settings: TrainSettings) -> tuple[dict[str, int], int]:
+    """(disk per part of the run directory, memory) a run may need at most, before it starts.
+
+    The table cannot hold more entries than K x V, nor (much) more than the corpus's distinct
+    (document, word) pairs times the topics a word takes in a document. On disk: the table's
+    memory-mapped files, the saved assignments, the checkpoints kept plus the one being written
+    (uncompressed: at most their size), and the model twice (a snapshot is written beside the
+    one it replaces). In memory: the table gathered for a checkpoint or a snapshot (the table
+    itself is memory-mapped, so RAM is not needed to hold it).
+    """
+    k, v = settings.n_topics, store.n_words
+    entries = min(k * v, store.nnz * min(k, 4))
+    saved = assignment_bytes(store, k) if settings.exclude_own else 0
+    saved_in_checkpoint = store.n_tokens * topic_dtype(k).itemsize if settings.exclude_own else 0
+    checkpoint = 8 * (v + 1) + 12 * entries + 8 * k + saved_in_checkpoint
+    kept = settings.keep_checkpoints + 1
+    disk = {
+        "the table": 16 * v + entries * TABLE_BYTES_PER_ENTRY,
+        "the saved assignments": saved,
+        f"{kept} checkpoints": kept * checkpoint,
+        "the model twice": 2 * (model_bytes(k, v, entries) + 16 * v),
+    }
+    return {what: n for what, n in disk.items() if n}, entries * GATHER_BYTES_PER_ENTRY + saved_in_checkpoint
 
 
 def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> None:
-    """Refuse, before any work, a run whose table cannot fit on the disk that holds it."""
-    # The table cannot hold more entries than K x V, nor (much) more than the corpus's distinct
-    # (document, word) pairs times the topics a word takes in a document.
-    entries = min(settings.n_topics * store.n_words, store.nnz * min(settings.n_topics, 4))
-    needed = entries * TABLE_BYTES_PER_ENTRY
+    """Refuse, before any work, a run that cannot fit on the disk that holds it (disk counted as
+    disk: RAM does not hold the table, which is memory-mapped), and warn if a checkpoint of the
+    largest possible table would not fit in the memory available."""
+    disk, memory = resource_estimate(store, settings)
+    needed = sum(disk.values())
     free = shutil.disk_usage(run_dir).free
-    if needed > free + available_bytes():
+    if needed > free:
+        parts = ", ".join(f"{what} {format_bytes(n)}" for what, n in disk.items())
+        hints = ["use fewer topics or a smaller vocabulary"]
+        if settings.exclude_own:
+            hints.append("train with --include-own")
+        if settings.keep_checkpoints > 1:
+            hints.append("keep fewer checkpoints")
         raise ValueError(
-            f"the topic-word table may need up to {format_bytes(needed)} but {run_dir} has only "
-            f"{format_bytes(free)} free disk (and {format_bytes(available_bytes())} free memory); "
-            "use fewer topics or a smaller vocabulary"
-        )
-    saved = assignment_bytes(store, settings.n_topics) if settings.exclude_own else 0
-    if saved > free:
-        raise ValueError(
-            f"exclude-own keeps every document's assignments on disk ({format_bytes(saved)} for this store), "
-            f"but {run_dir} has only {format_bytes(free)} free; free some disk or train with --include-own")
+            f"the run may need up to {format_bytes(needed)} of disk ({parts}) but {run_dir} has only "
+            f"{format_bytes(free)} free; free some disk, {', '.join(hints[:-1])}{' or ' if len(hints) > 1 else ''}"
+            f"{hints[-1]}")
+    available = available_bytes()
+    if memory > available:
+        warnings.warn(f"a checkpoint or model snapshot of the largest table this run can grow to gathers up to "
+                      f"{format_bytes(memory)} in memory, and {format_bytes(available)} is available; if the "
+                      "table grows that large, use fewer topics or a smaller vocabulary", stacklevel=3)
 
 
 class Trainer:
@@ -101,6 +136,7 @@ class Trainer:
         self.plan = EpochPlan(self.store.n_docs, self.store.docs_per_block, settings.batch_size, settings.seed,
                               settings.window_blocks, exclude=self.heldout_docs)
         self.n_training_docs = self.plan.n_training_docs
+        self._slot_buffers = SlotBuffers()  # exclude-own's copy of the rows, reused
         self.task = StepTask(settings.step, settings.alpha, settings.eta, settings.seed, settings.shard_docs)
         self.executor = executor if executor is not None else make_executor(
             self.store, workers=settings.workers, window_blocks=settings.window_blocks, cluster=cluster,
@@ -155,20 +191,105 @@ class Trainer:
             raise ValueError(f"the store at {store_path} changed since {run_dir} started "
                              "(different documents, vocabulary or settings); resuming would mix corpora")
         trainer.lock.acquire()
+        try:
+            trainer._restore()
+        except BaseException as e:
+            trainer.lock.release()
+            trainer.executor.close()
+            if isinstance(e, DiskFullError):
+                trainer._resume_hint(e)
+            raise
+        return trainer
+
+    def _restore(self) -> None:
+        """Rebuild the run from its newest good checkpoint, or from the start if it was stopped
+        before it wrote its first."""
+        run_dir = self.run_dir
         remove_temporaries(run_dir)
         for leftover in run_dir.glob(f".{MODEL_NAME}.*"):  # an interrupted model snapshot
             shutil.rmtree(leftover, ignore_errors=True)
-        meta, arrays, info = load_latest_checkpoint(run_dir)
+        if never_checkpointed(run_dir):
+            self._restart()
+            return
+        meta, arrays, info = load_latest_checkpoint(run_dir, self._checkpoint_limits(), self._check_checkpoint)
         saved = arrays.pop("saved_assignments", None)
-        trainer.table = TopicWordTable.from_state(
+        self.table = TopicWordTable.from_state(
             {**arrays, **meta["table_scalars"]}, directory=fresh_dir(run_dir / TABLE_DIR))
-        trainer._open_saved(saved)
-        trainer.state = RunState(**meta["state"])
-        trainer.resumed_from = info
-        trainer.checkpointed = asdict(trainer.state)
-        trainer._truncate_metrics(trainer.state.step)
-        trainer._write_settings()
-        return trainer
+        self._open_saved(saved)
+        self.state = RunState(**meta["state"])
+        self.resumed_from = info
+        self.checkpointed = asdict(self.state)
+        self._truncate_metrics(self.state.step)
+        self._write_settings()
+
+    def _restart(self) -> None:
+        """Resume a run stopped before its first checkpoint (by a kill, or a full disk) from the
+        start, writing that first checkpoint as a new run does; refused if the run shows progress
+        that its checkpoints, now gone, held."""
+        run_dir = self.run_dir
+        metrics = run_dir / METRICS_NAME
+        done = max((r["minibatch"] for r in read_metrics(metrics)), default=0) if metrics.exists() else 0
+        model = run_dir / MODEL_NAME
+        if done or model.exists():
+            remove = " ".join(str(p) for p in (model, metrics) if p.exists())
+            raise CheckpointError(
+                f"{run_dir} has no checkpoints, yet it had trained {done:,} minibatches (were its checkpoints "
+                f"deleted?); to train it again from the start: rm -r {remove} && bigtopics train --resume {run_dir}")
+        check_resources(self.store, self.settings, run_dir)
+        s = self.settings
+        self.table = TopicWordTable(s.n_topics, self.store.n_words, directory=fresh_dir(run_dir / TABLE_DIR))
+        self.table.drop_below = s.drop_below
+        self.table.reset_below = s.reset_below
+        self._open_saved(None)
+        self.state = RunState()
+        self.resumed_from = START_OF_RUN
+        self._write_settings()
+        self.write_checkpoint()  # the first checkpoint, before the first minibatch
+
+    def _checkpoint_limits(self) -> dict:
+        """The most elements each array of this run's checkpoints can have (read_checkpoint)."""
+        k, v = self.settings.n_topics, self.store.n_words
+
+        def entries(arrays):  # as the row pointers read before them say, and never beyond K x V
+            indptr = arrays.get("indptr")
+            return min(k * v, int(indptr[-1])) if indptr is not None and len(indptr) else k * v
+
+        limits = {"indptr": v + 1, "topics": entries, "stored_values": entries, "topic_sums": k}
+        if self.settings.exclude_own:
+            limits["saved_assignments"] = self.store.n_tokens
+        return limits
+
+    def _check_checkpoint(self, meta: dict, arrays: dict) -> None:
+        """ValueError unless a checkpoint's content can be this run's (load_latest_checkpoint sets a
+        checkpoint that fails aside as damaged, before anything is allocated from its sizes)."""
+        k, v = self.settings.n_topics, self.store.n_words
+        state, scalars = meta.get("state"), meta.get("table_scalars")
+        fields = set(RunState.__dataclass_fields__)
+        if not (isinstance(state, dict) and set(state) == fields and isinstance(scalars, dict)):
+            raise ValueError("a manifest without the run's state and the table's scalars")
+        if not all(type(state[f]) is int and state[f] >= 0 for f in fields - {"seconds"}) or not (
+                isinstance(state["seconds"], (int, float)) and state["seconds"] >= 0):
+            raise ValueError(f"a run state of impossible values ({state})")
+        if (scalars.get("n_topics"), scalars.get("n_words")) != (k, v):
+            raise ValueError(f"a table of {scalars.get('n_topics')} topics x {scalars.get('n_words')} words, "
+                             f"this run's has {k} x {v}")
+        if meta.get("store_fingerprint") != self.store.fingerprint():
+            raise ValueError("written for another store")
+        TopicWordTable.check_state({**arrays, **scalars})
+        saved = arrays.get("saved_assignments")
+        if self.settings.exclude_own:
+            dtype = topic_dtype(k)
+            if saved is None or saved.dtype != dtype or saved.shape != (self.store.n_tokens,):
+                raise ValueError(f"the saved assignments are not {self.store.n_tokens} {dtype}")
+            if len(saved) and ((saved >= k) & (saved != np.iinfo(dtype).max)).any():
+                raise ValueError("saved assignments with topic ids out of range")
+
+    def _resume_hint(self, error: DiskFullError) -> DiskFullError:
+        """Complete a full disk's one-line error with how to go on."""
+        if not error.hint:
+            error.hint = (f"free space and resume with bigtopics train --resume {self.run_dir}"
+                          if (self.run_dir / SETTINGS_NAME).exists() else "free space and train again")
+        return error
 
     # -- files of the run ------------------------------------------------------------------
     def _start_run_dir(self, overwrite: bool) -> None:
@@ -197,8 +318,23 @@ class Trainer:
         atomic_write_bytes(self.run_dir / SETTINGS_NAME, json.dumps(record, indent=2).encode())
 
     def _log_metrics(self, record: dict) -> None:
-        with open(self.run_dir / METRICS_NAME, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        """Append a record; a write that fails (a full disk) is taken back, so no torn line stays."""
+        path = self.run_dir / METRICS_NAME
+        line = (json.dumps(record) + "\n").encode()
+        with open(path, "ab", buffering=0) as f:
+            start = f.tell()
+            try:
+                rest = memoryview(line)
+                while rest:
+                    rest = rest[f.write(rest):]
+            except OSError as e:
+                try:
+                    f.truncate(start)
+                except OSError:
+                    pass
+                if is_disk_full(e):
+                    raise no_space(path.parent, f"the metrics log {path.name}", len(line)) from e
+                raise
 
     def _truncate_metrics(self, step: int) -> None:
         """Drop metrics logged after the checkpoint we resume from (they will be logged again)."""
@@ -208,6 +344,12 @@ class Trainer:
             atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
 
     def write_model(self) -> Path:
+        try:
+            return self._write_model()
+        except DiskFullError as e:  # write_model left nothing half-written; the checkpoints stand
+            raise self._resume_hint(e)
+
+    def _write_model(self) -> Path:
         s, st = self.settings, self.state
         return write_model(
             self.run_dir / MODEL_NAME, self.table.to_csr(), self.table.topic_totals(), self.store.vocab,
@@ -222,13 +364,17 @@ class Trainer:
         )
 
     def write_checkpoint(self) -> Path:
-        self.checkpointed = asdict(self.state)
         state = {**self.table.state(), **(self.saved.state() if self.saved is not None else {})}
         arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
         scalars = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in state.items() if k not in arrays}
         meta = {"state": asdict(self.state), "table_scalars": scalars, "settings": asdict(self.settings),
                 "store_fingerprint": self.store.fingerprint()}
-        return save_checkpoint(self.run_dir, self.state.step, meta, arrays, keep=self.settings.keep_checkpoints)
+        try:
+            path = save_checkpoint(self.run_dir, self.state.step, meta, arrays, keep=self.settings.keep_checkpoints)
+        except DiskFullError as e:  # the earlier checkpoints stand
+            raise self._resume_hint(e)
+        self.checkpointed = meta["state"]
+        return path
 
     # -- the loop --------------------------------------------------------------------------
     def start(self, overwrite: bool = False) -> None:
@@ -248,9 +394,13 @@ class Trainer:
                                           saved)
 
     def run(self, overwrite: bool = False) -> Path:
-        """Train to the stopping rule (or a stop signal); returns the model's path."""
+        """Train to the stopping rule (or a stop signal); returns the model's path.
+
+        A full disk (the table growing, a checkpoint, a snapshot, the metrics log, the saved
+        assignments) stops it with a DiskFullError naming the place and the bytes it needed; the
+        newest checkpoint written stands, and `resume` continues from it once there is space."""
         try:
-            with _StopOnSignal(self):
+            with _StopOnSignal(self), self._full_disk_hint():
                 if self.table is None:
                     self.start(overwrite)
                     self.write_checkpoint()  # so a run killed before its first interval can still resume
@@ -263,11 +413,19 @@ class Trainer:
                     progress.close()
                 if self.checkpointed != asdict(self.state):
                     self.write_checkpoint()
-            self.finish(reached_the_end=self.stop_signal is None)
+            with self._full_disk_hint():
+                self.finish(reached_the_end=self.stop_signal is None)
         finally:
             self.lock.release()
             self.executor.close()
         return self.run_dir / MODEL_NAME
+
+    @contextmanager
+    def _full_disk_hint(self):
+        try:
+            yield
+        except DiskFullError as e:
+            raise self._resume_hint(e)
 
     def finish(self, reached_the_end: bool = True) -> None:
         """Close the run's records: the final metrics record once it has reached its stopping rule
@@ -356,7 +514,7 @@ class Trainer:
         with self.timer("freeze"):
             rows = TableRows.from_table(self.table, executor.words(work))
             if self.saved is not None:
-                rows = rows.without(executor.previous_stats(work, self.saved).stats())
+                rows = rows.without(executor.previous_stats(work, self.saved).stats(), self._slot_buffers)
         with self.timer("local_step"):
             result = executor.run(work, rows, self.task)
         if self.saved is not None:
