@@ -1,5 +1,8 @@
 import os
 import sys
+from importlib.resources import files
+
+import pytest
 
 # Tests must not depend on how many cores the machine has.
 os.environ.setdefault("NUMBA_NUM_THREADS", "2")
@@ -10,3 +13,17 @@ sys.path.insert(0, os.path.dirname(__file__))
 def pytest_addoption(parser):
     parser.addoption("--record-golden", action="store_true",
                      help="rewrite tests/golden_models.json from this code's models (test_golden_models.py)")
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory):
+    """The built-in demo books ingested as `bigtopics demo` does (sections of 500 tokens)."""
+    from click.testing import CliRunner
+
+    from bigtopics.cli import main
+
+    path = tmp_path_factory.mktemp("demo") / "books.zarr"
+    books = files("bigtopics") / "data" / "demo_books.jsonl.gz"
+    result = CliRunner().invoke(main, ["ingest", str(books), "-o", str(path), "--section-tokens", "500", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return path

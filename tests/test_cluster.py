@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -28,12 +27,8 @@ SETTINGS = {"n_topics": 12, "seed": 5, "max_docs": 1200, "batch_size": 300, "che
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cluster") / "books.zarr"
-    books = files("bigtopics") / "data" / "demo_books.jsonl.gz"
-    result = CliRunner().invoke(main, ["ingest", str(books), "-o", str(path), "--section-tokens", "500", "--quiet"])
-    assert result.exit_code == 0, result.output
-    return path
+def store(demo_store):
+    return demo_store
 
 
 @pytest.fixture(scope="module")

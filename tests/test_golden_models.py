@@ -8,7 +8,6 @@ the written model's arrays (topic totals in float64, the word-major CSR statisti
 
 import hashlib
 import json
-from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
@@ -39,15 +38,6 @@ def model_hash(run: Path) -> str:
         values = np.asarray(group[name][:])
         digest.update(name.encode() + values.dtype.str.encode() + values.tobytes())
     return digest.hexdigest()
-
-
-@pytest.fixture(scope="module")
-def demo_store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("golden") / "books.zarr"
-    books = files("bigtopics") / "data" / "demo_books.jsonl.gz"
-    result = CliRunner().invoke(main, ["ingest", str(books), "-o", str(path), "--section-tokens", "500", "--quiet"])
-    assert result.exit_code == 0, result.output
-    return path
 
 
 def train_case(store: Path, run: Path, args: list[str], workers: int) -> str:

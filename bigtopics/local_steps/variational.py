@@ -72,6 +72,18 @@ def _dense_stats(batch: Minibatch, frozen: FrozenTopics, local_words: np.ndarray
     return SparseStats(frozen.words[kept // n_topics], kept % n_topics, values[kept])
 
 
+def _dense_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds, n_workers: int, method: str, kernel,
+                *settings) -> SparseStats:
+    """A dense step's kernel (Online VB's or SCVB0's, taking `settings` after the documents) into
+    per-document weights and per-entry scales, then its statistics (_dense_stats)."""
+    _check_dense_fits(batch, frozen, method)
+    doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
+    doc_weight = np.zeros((batch.n_docs, frozen.n_topics))
+    entry_scale = np.zeros(len(local_words))
+    kernel(doc_indptr, local_words, counts, seeds, bounds, *settings, *_frozen_rows(frozen), doc_weight, entry_scale)
+    return _dense_stats(batch, frozen, local_words, doc_weight, entry_scale)
+
+
 def vb_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
                   max_iterations: int, n_workers: int = 1) -> SparseStats:
     """Online VB's local step (Hoffman et al. 2010; algorithms.md 2): Nhat[k, w] = sum_d c_dw phi_dw[k].
@@ -83,13 +95,8 @@ def vb_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray,
     """
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
-    _check_dense_fits(batch, frozen, "Online VB")
-    doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
-    doc_weight = np.zeros((batch.n_docs, frozen.n_topics))
-    entry_scale = np.zeros(len(local_words))
-    _vb_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(max_iterations),
-                  *_frozen_rows(frozen), doc_weight, entry_scale)
-    return _dense_stats(batch, frozen, local_words, doc_weight, entry_scale)
+    return _dense_step(batch, frozen, doc_seeds, n_workers, "Online VB", _vb_minibatch, float(alpha),
+                       int(max_iterations))
 
 
 def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
@@ -104,13 +111,7 @@ def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarr
     """
     if burnin < 0:
         raise ValueError("burnin must be non-negative")
-    _check_dense_fits(batch, frozen, "SCVB0")
-    doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
-    doc_weight = np.zeros((batch.n_docs, frozen.n_topics))
-    entry_scale = np.zeros(len(local_words))
-    _scvb0_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(burnin),
-                     *_frozen_rows(frozen), doc_weight, entry_scale)
-    return _dense_stats(batch, frozen, local_words, doc_weight, entry_scale)
+    return _dense_step(batch, frozen, doc_seeds, n_workers, "SCVB0", _scvb0_minibatch, float(alpha), int(burnin))
 
 
 def lsparse_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
