@@ -367,19 +367,21 @@ def topics(run, n_words, sort):
 @click.option("--no-resample", is_flag=True, help="Left-to-right without resampling (linear, not quadratic, in length).")
 @click.option("--doc-topics", type=STORE,
               help="Output of `bigtopics infer` for the document shares (else a sample is inferred).")
-@click.option("--top-words", type=click.IntRange(min=2), default=10, show_default=True, help="Top words for coherence.")
+@click.option("--top-words", type=int, default=10, show_default=True, help="Top words for coherence (2 to 1000).")
 @click.option("--prominence", type=float, default=0.1, show_default=True,
-              help="A topic is prominent in a document with at least this proportion.")
-@click.option("--sample-docs", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="A topic is prominent in a document with at least this proportion (in [0, 1)).")
+@click.option("--sample-docs", type=int, default=2000, show_default=True,
               help="Documents inferred for the shares when --doc-topics is not given.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="JSON file (default: RUN/evaluation.json).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="JSON file (default: RUN/evaluation.json); an earlier evaluation there is replaced.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing file that is not an earlier evaluation.")
+@click.option("--seed", type=int, default=0, show_default=True, help="In [0, 2**63).")
 @click.option("--workers", type=int, default=0, help="Threads (default: all cores).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @storage_options_option
 @user_errors
 def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_resample, doc_topics, top_words,
-             prominence, sample_docs, output, seed, workers, quiet, storage_options):
+             prominence, sample_docs, output, overwrite, seed, workers, quiet, storage_options):
     """Topic diagnostics of RUN (coherence, size, entropy, document shares) and held-out scores."""
     from .evaluate import METHODS, evaluate as run_evaluate, format_table
 
@@ -387,7 +389,7 @@ def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_res
                           heldout_docs=heldout_docs, methods=methods or METHODS, particles=particles,
                           resample=not no_resample, top_n=top_words, prominence_threshold=prominence,
                           sample_docs=sample_docs, seed=seed, workers=workers, quiet=quiet,
-                          storage_options=storage_options)
+                          storage_options=storage_options, overwrite=overwrite)
     click.echo(format_table(result))
     if not quiet:
         click.echo(f"written: {result['output']}", err=True)
@@ -397,16 +399,16 @@ def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_res
 @click.argument("run", type=click.Path(exists=True))
 @click.argument("store", type=STORE)
 @click.option("-o", "--output", required=True, help="doc_topics.zarr to write (a path or a URL).")
-@click.option("--threshold", type=float, default=0.01, show_default=True, help="Smallest proportion kept.")
+@click.option("--threshold", type=float, default=0.01, show_default=True, help="Smallest proportion kept (in [0, 1)).")
 @click.option("--burnin", type=int, default=4, show_default=True, help="Gibbs sweeps discarded per document.")
 @click.option("--samples", type=int, default=4, show_default=True, help="Gibbs sweeps averaged per document.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="In [0, 2**63).")
 @click.option("--workers", type=int, default=0, help="Sampler threads (default: all cores).")
 @click.option("--part-tokens", type=int, default=1 << 23, show_default=True,
               help="Tokens per resumable part (work lost to an interruption is at most one part).")
 @click.option("--cluster", help="Infer on a Dask LocalCluster of worker processes started here: local:N.")
 @click.option("--scheduler", help="Infer on a running Dask cluster: the scheduler's address.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing output.")
+@click.option("--overwrite", is_flag=True, help="Replace earlier document topics (never a store or other output).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @storage_options_option
 @user_errors
@@ -432,9 +434,10 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
               help="Output of `bigtopics infer`, for the per-document files.")
 @click.option("--store", type=STORE,
               help="The store --doc-topics was inferred from (default: the one it records).")
-@click.option("--top-words", type=click.IntRange(min=1), default=20, show_default=True, help="Words per topic in the keys files.")
+@click.option("--top-words", type=int, default=20, show_default=True, help="Words per topic in the keys files.")
 @click.option("--index", default="bigtopics", show_default=True, help="Elasticsearch/OpenSearch index name.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace an earlier export (never a store or run, nor a folder holding files export did not write).")
 @storage_options_option
 @user_errors
 def export(run, output, doc_topics, store, top_words, index, overwrite, storage_options):

@@ -19,28 +19,77 @@ from .diagnostics import topic_diagnostics
 from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
 from .model import Model, load_model
-from .outputs import canonical_location, is_url
+from .outputs import canonical_location, check_output_file, is_url, output_kind
 from .rundir import SETTINGS_NAME
 from .store import open_store
 
 EVALUATION_NAME = "evaluation.json"
+EVALUATION_FORMAT_VERSION = 1
+# Most words per topic for coherence: UMass coherence costs top_n^2 pairs per topic.
+MAX_TOP_WORDS = 1000
+
+
+def validate_options(*, heldout_docs: int, methods, particles: int, top_n: int, prominence_threshold: float,
+                     sample_docs: int, seed: int, workers: int) -> None:
+    """evaluate's numeric options finite and in range (settings.py's bounds), each failure one
+    line naming the option as the CLI spells it."""
+    from .settings import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
+
+    check_integer(heldout_docs, "--heldout-docs", 1, MAX_COUNT)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ValueError(f"--method: give one or more of {', '.join(METHODS)} (got {', '.join(map(str, methods))})")
+    check_integer(particles, "--particles", 1, MAX_SWEEPS)
+    check_integer(top_n, "--top-words", 2, MAX_TOP_WORDS)
+    check_real(prominence_threshold, "--prominence", 0.0, 1.0, high_open=True, text="in [0, 1)")
+    check_integer(sample_docs, "--sample-docs", 1, MAX_COUNT)
+    check_seed(seed)
+    check_integer(workers, "--workers", 0, MAX_WORKERS)
+
+
+def is_evaluation(path) -> bool:
+    """Whether the file at `path` is an evaluation bigtopics wrote (recognised by its first
+    bytes: the format key, or for one from before it, the "model" and "n_topics" keys)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    if not head.lstrip().startswith(b"{"):
+        return False
+    return b'"evaluation_format_version"' in head or all(
+        key in head for key in (b'"model":', b'"n_topics":', b'"n_words":'))
+
+
+def evaluation_path(run) -> Path:
+    """Where a run's evaluation goes by default: <run>/evaluation.json (beside the model when
+    `run` is a model.zarr itself, never inside it)."""
+    run = Path(run)
+    return (run.parent if output_kind(run) == "model" else run) / EVALUATION_NAME
 
 
 def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=None, heldout_docs: int = 1000,
              methods=METHODS, particles: int = 10, resample: bool = True, top_n: int = 10,
              prominence_threshold: float = 0.1, sample_docs: int = 2000, seed: int = 0, workers: int = 0,
-             quiet: bool = False, storage_options: dict | None = None) -> dict:
+             quiet: bool = False, storage_options: dict | None = None, overwrite: bool = False) -> dict:
     """Diagnostics (and held-out scores with a held-out store) of a run; written as JSON to
     `output` (default <run>/evaluation.json). The stores and doc_topics may be local paths or URLs
-    (`storage_options` for them, bigtopics/outputs.py); the output is a local file."""
+    (`storage_options` for them, bigtopics/outputs.py); the output is a local file, which replaces
+    an earlier evaluation but any other existing file only with `overwrite` (and never a file
+    inside a store or model, nor a run's own files)."""
     import numba
 
+    validate_options(heldout_docs=heldout_docs, methods=methods, particles=particles, top_n=top_n,
+                     prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed, workers=workers)
+    output = Path(output) if output else evaluation_path(run)
+    check_output_file(output, overwrite, is_evaluation, "a bigtopics evaluation")
     model = load_model(run)
     n_workers = workers or numba.config.NUMBA_NUM_THREADS
     numba.set_num_threads(min(n_workers, numba.config.NUMBA_NUM_THREADS))
     if store is None:
         store = _run_store(run)
-    result = {"model": str(model.path), "scored_model": model_state(model), "n_topics": model.n_topics,
+    result = {"evaluation_format_version": EVALUATION_FORMAT_VERSION,
+              "model": str(model.path), "scored_model": model_state(model), "n_topics": model.n_topics,
               "n_words": model.n_words, "alpha": model.alpha, "eta": model.eta, "top_words": top_n,
               "prominence_threshold": prominence_threshold, "store": str(store) if store else None}
     result["topics"] = topic_diagnostics(
@@ -54,7 +103,6 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
             model, open_store(heldout_store or store, storage_options), max_docs=heldout_docs, seed=seed, methods=methods,
             particles=particles, resample=resample, n_workers=n_workers, quiet=quiet,
             doc_numbers=None if heldout_store is not None else held_out_of_training)
-    output = Path(output) if output else Path(run) / EVALUATION_NAME
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(output, json.dumps(result, indent=2).encode())
     result["output"] = str(output)
@@ -74,7 +122,7 @@ def current_evaluation(run, model: Model) -> tuple[dict[int, dict], str | None]:
     """The per-topic records of <run>/evaluation.json by topic if it scored `model` as it is now.
     Otherwise ({}, a notice saying why): figures of an earlier model, or of an unknown one (a
     file from before evaluation.json recorded the model), would be silently wrong. No file: ({}, None)."""
-    path = Path(run) / EVALUATION_NAME
+    path = evaluation_path(run)
     if not path.exists():
         return {}, None
     record = json.loads(path.read_text())

@@ -1,4 +1,4 @@
-"""Export a model (and inferred document topics) in the formats other tools read.
+r"""Export a model (and inferred document topics) in the formats other tools read.
 
 Model files (always):
   topic_word.zarr        K x V p(w | k) over the stored entries, anndata csr_matrix encoding
@@ -25,11 +25,21 @@ With --doc-topics (output of `bigtopics infer`) and the store it was inferred fr
   dt.json.zip            dfr-browser's sparse document-topic counts (compressed columns)
 Everything is written by streaming topics, words or document blocks; the largest thing held is
 one block of documents, or for dt.json.zip the entries of a group of topics (bounded).
+
+The text files (vocab.txt, topic_keys.tsv, word_topic_counts.txt, doc_topics.txt) are split on
+lines, tabs and, for words, spaces, as MALLET writes them and its readers (little_mallet_wrapper:
+`line.split("\t")`, then `.split()` for a topic's words) take them apart. So a field never holds
+what separates fields (docs/formats.md, "Text files"): a backslash is written `\\`, a tab `\t`, a
+line feed `\n`, a carriage return `\r`, and any other character that ends a line (for Python's
+str.splitlines: \v \f \x1c-\x1e \x85 \u2028 \u2029) as `\xHH` or `\uHHHH`; in a word (escape_word)
+every whitespace character is escaped too, a space as `\x20`. A document id keeps its spaces
+(escape_id): it is a field of its own between tabs. `unescape` reverses both.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import zipfile
@@ -55,6 +65,59 @@ DT_ENTRIES_PER_PASS = 1 << 25
 # starting with "_" (Elasticsearch's and Solr's own fields), gets META_PREFIX
 RESERVED = ("id", "doc_number", "length", "topics")
 META_PREFIX = "meta_"
+MAX_TOP_WORDS = 100_000
+# What a field of the text files may not hold as it is (see the module's docstring): in an id,
+# the backslash, the tab and what ends a line; in a word, the backslash and all whitespace.
+_ID_ESCAPES = re.compile("[\\\\\t\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+_WORD_ESCAPES = re.compile(r"[\\\s]")
+_NAMED_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_UNESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
+_UNNAMED = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
+
+
+def _escape_match(match: re.Match) -> str:
+    c = match.group()
+    if c in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[c]
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def escape_id(text) -> str:
+    """A document id as a field of a tab- and line-separated text file (module docstring)."""
+    text = str(text)
+    return _ID_ESCAPES.sub(_escape_match, text) if _ID_ESCAPES.search(text) else text
+
+
+def escape_word(text) -> str:
+    """A word as an item of a space-separated list in a text file (module docstring)."""
+    text = str(text)
+    return _WORD_ESCAPES.sub(_escape_match, text) if _WORD_ESCAPES.search(text) else text
+
+
+def unescape(text: str) -> str:
+    """The id or word a field of the text files was written from (escape_id, escape_word)."""
+    def one(match: re.Match) -> str:
+        code = match.group(1)
+        if code[0] in "xuU" and len(code) > 1:
+            return chr(int(code[1:], 16))
+        return _UNNAMED.get(code, code)
+
+    return _UNESCAPE.sub(one, text)
+
+
+def text_ids(ids) -> list[str]:
+    """escape_id of each id, checking the whole block at once first (few ids need escaping)."""
+    ids = [str(i) for i in ids]
+    return [escape_id(i) for i in ids] if _ID_ESCAPES.search("".join(ids)) else ids
+
+
+def text_vocab(model: Model) -> np.ndarray:
+    """The model's vocabulary as written in the text files (escape_word of each word)."""
+    vocab = model.vocab
+    if not _WORD_ESCAPES.search("".join(str(w) for w in vocab)):
+        return vocab
+    return np.array([escape_word(w) for w in vocab], dtype=object)
 
 
 def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WORDS, index: str = "bigtopics",
@@ -62,10 +125,13 @@ def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WOR
     """Write every export of a run into the directory `output` (published atomically); notices
     (renamed metadata fields, a stale evaluation.json) go to `log` (default: stderr). `doc_topics`
     and `store` may be URLs (`storage_options` for them; bigtopics/outputs.py); `output` is local."""
+    from .settings import check_integer
+
     log = log or (lambda msg: print(msg, file=sys.stderr))
+    check_integer(top_words, "--top-words", 1, MAX_TOP_WORDS)
     model = load_model(run)
     output = Path(output)
-    check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p])
+    check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="export")
     dt = DocTopics(doc_topics, storage_options) if doc_topics else None
     if dt is not None:
         store = store or dt.attrs.get("store")
@@ -80,7 +146,7 @@ def export(run, output, *, doc_topics=None, store=None, top_words: int = TOP_WOR
     try:
         diagnostics = _diagnostics(run, model, log)
         write_topic_word(model, tmp / "topic_word.zarr")
-        (tmp / "vocab.txt").write_text("".join(f"{w}\n" for w in model.vocab), encoding="utf-8")
+        (tmp / "vocab.txt").write_text("".join(f"{w}\n" for w in text_vocab(model)), encoding="utf-8")
         top = [top_word_ids(model, k, top_words) for k in range(model.n_topics)]
         write_topic_keys(model, top, tmp / "topic_keys.tsv")
         write_word_topic_counts(model, tmp / "word_topic_counts.txt")
@@ -136,12 +202,14 @@ def write_topic_word(model: Model, path: Path) -> None:
 
 
 def write_topic_keys(model: Model, top: list[np.ndarray], path: Path) -> None:
+    vocab = text_vocab(model)
     with open(path, "w", encoding="utf-8") as f:
         for k, words in enumerate(top):
-            f.write(f"{k}\t{model.alpha:g}\t{' '.join(model.vocab[words])}\n")
+            f.write(f"{k}\t{model.alpha:g}\t{' '.join(vocab[words])}\n")
 
 
 def write_word_topic_counts(model: Model, path: Path) -> None:
+    vocab = text_vocab(model)
     with open(path, "w", encoding="utf-8") as f:
         for lo in range(0, model.n_words, WORDS_PER_WRITE):
             words = np.arange(lo, min(lo + WORDS_PER_WRITE, model.n_words))
@@ -152,7 +220,7 @@ def write_word_topic_counts(model: Model, path: Path) -> None:
                 t, c = topics[indptr[i] : indptr[i + 1]], counts[indptr[i] : indptr[i + 1]]
                 order = np.lexsort((t, -c))
                 pairs = " ".join(f"{t[j]}:{c[j]}" for j in order if c[j] > 0)
-                lines.append(f"{w} {model.vocab[w]}" + (f" {pairs}" if pairs else "") + "\n")
+                lines.append(f"{w} {vocab[w]}" + (f" {pairs}" if pairs else "") + "\n")
             f.write("".join(lines))
 
 
@@ -224,6 +292,7 @@ def write_doc_topics_txt(dt: DocTopics, store: Store, path: Path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write("#doc name topic proportion ...\n")
         for first, indptr, topics, weights, _, ids, _ in _doc_rows(dt, store):
+            ids = text_ids(ids)
             lines = []
             for d in range(len(indptr) - 1):
                 pairs = "".join(f"\t{t}\t{w:.6g}" for t, w in zip(topics[indptr[d] : indptr[d + 1]],

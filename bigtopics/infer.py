@@ -22,7 +22,9 @@ documents; an empty document has an empty row.
 Resuming: every run of store blocks of about PART_TOKENS tokens becomes a part file
 `part-<first doc>.npz`, written atomically, in
 `.<output>.parts/` next to the output; a rerun with the same settings skips the parts present,
-and the output is assembled from the parts at the end (then they are deleted). Memory is one
+and the output is assembled from the parts at the end (then they are deleted). While it runs,
+an inference holds a lock, `.<output>.lock` next to the output (outputs.OutputLock): a second
+one into the same output refuses at once with one line. Memory is one
 part of documents (two while the next is read ahead) plus the model's rows, whatever the number
 of documents.
 
@@ -52,7 +54,7 @@ from .local_steps.gibbs import gibbs_sample
 from .minibatch import Minibatch
 from .reader import read_ahead
 from .model import Model, load_model
-from .outputs import Location, NewGroup, check_output, locate
+from .outputs import Location, NewGroup, OutputLock, check_output, locate
 from .progress import Progress
 from .workers import use_threads
 from .store import (CSR_ENCODING, CSRBlock, Store, StoreError, check_format, default_compressors, index_dtype_for,
@@ -76,12 +78,15 @@ class InferSettings:
     workers: int = 0  # 0: all cores
 
     def validate(self) -> None:
-        if not 0 <= self.threshold < 1:
-            raise ValueError(f"the threshold must be in [0, 1) (got {self.threshold})")
-        if self.burnin < 0 or self.samples < 1:
-            raise ValueError("burnin must be non-negative and samples at least 1")
-        if self.workers < 0:
-            raise ValueError("workers must be non-negative")
+        """Every option finite and in range (settings.py's bounds), each failure one line naming
+        the option as the CLI spells it."""
+        from .settings import MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
+
+        check_real(self.threshold, "--threshold", 0.0, 1.0, high_open=True, text="in [0, 1)")
+        check_integer(self.burnin, "--burnin", 0, MAX_SWEEPS)
+        check_integer(self.samples, "--samples", 1, MAX_SWEEPS)
+        check_seed(self.seed)
+        check_integer(self.workers, "--workers", 0, MAX_WORKERS)
 
 
 def document_topic_counts(tallies, n_docs: int, n_topics: int):
@@ -195,6 +200,13 @@ def _parts_dir(output: Location, model: Model) -> Path:
     return model.path.parent / f".infer-{name}-{hashlib.sha256(output.text.encode()).hexdigest()[:12]}.parts"
 
 
+def infer_lock(output: Location, model: Model) -> OutputLock:
+    """The lock an inference into `output` holds while it runs: `.<output>.lock` next to a local
+    output, else next to its parts in the run directory."""
+    parts = _parts_dir(output, model)
+    return OutputLock(parts.with_name(parts.name[: -len(".parts")] + ".lock"), str(output))
+
+
 def _part_name(start: int) -> str:
     return f"part-{start:012d}.npz"
 
@@ -211,13 +223,23 @@ def infer(run, store_path, output, settings: InferSettings | None = None, *, ove
     with the same result. Returns a summary (documents, parts computed now and reused from an
     interrupted run, nnz, output).
     """
+    from .settings import MAX_COUNT, check_integer
+
     settings = settings or InferSettings()
     settings.validate()
+    check_integer(part_tokens, "--part-tokens", 1, MAX_COUNT)
     model, store = load_model(run), open_store(store_path, storage_options)
     output = locate(output, storage_options)
     check_vocabulary(model, store)
-    check_output(output, overwrite, [model.path, store.location])
+    check_output(output, overwrite, [model.path, store.location], kind="doc_topics")
     parts = _parts_dir(output, model)
+    parts.parent.mkdir(parents=True, exist_ok=True)
+    with infer_lock(output, model):  # a second inference into the same output refuses
+        return _infer_locked(model, store, output, parts, settings, overwrite, quiet, part_tokens, cluster, scheduler)
+
+
+def _infer_locked(model: Model, store: Store, output: Location, parts: Path, settings: InferSettings,
+                  overwrite: bool, quiet: bool, part_tokens: int, cluster, scheduler) -> dict:
     n_blocks = max(1, len(store.block_starts()))
     docs_per_part = store.docs_per_block * max(1, round(part_tokens * n_blocks / max(store.n_tokens, 1)))
     manifest = {"model": str(model.path.resolve()), "model_progress": model.attrs.get("progress"),
@@ -277,7 +299,7 @@ def _assemble(parts: Path, starts: list[int], output: Location, model: Model, st
         with np.load(parts / _part_name(s)) as part:
             sizes.append(int(part["indptr"][-1]))
     nnz = int(sum(sizes))
-    target = NewGroup(output, overwrite)
+    target = NewGroup(output, overwrite, kind="doc_topics")
     try:
         with target.errors():
             _write_parts(target.group, parts, starts, sizes, nnz, model, store)

@@ -18,7 +18,11 @@ no retries, so an unreachable endpoint fails in seconds, not after botocore's re
 
 Replacing: --overwrite must replace earlier results, never a user's files: a directory (or a
 prefix) counts as bigtopics' output only if its marker says so, not merely by a file name that
-other tools use too.
+other tools use too. Each command replaces only output of its own kind (`check_output`'s `kind`:
+ingest a store, train a run, infer document topics, export an export), never a store from
+another command, and never a run or export folder holding entries it did not write (RUN_ENTRIES,
+EXPORT_ENTRIES): those are named and left alone. `OutputLock` keeps two processes from writing
+one output at once.
 
 Writing: `NewGroup` writes a group so that readers never take a half-written one for finished.
 Locally it is built under a temporary name and renamed into place. Object storage has no rename:
@@ -29,6 +33,7 @@ ones last, and readers refuse it until then.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import shutil
@@ -46,6 +51,20 @@ class StoreError(Exception):
 # The attribute in a Zarr group's zarr.json that tells each kind bigtopics writes from the others.
 KIND_ATTRIBUTES = {"format_version": "a store", "model_format_version": "a model",
                    "doc_topics_format_version": "document topics (bigtopics infer)"}
+# The kinds of output, as check_output's `kind` names them, and which command writes each.
+KINDS = {"store": "a store", "model": "a model", "doc_topics": "document topics", "run": "a training run",
+         "export": "an export"}
+KIND_COMMANDS = {"store": "ingest", "run": "train", "doc_topics": "infer", "export": "export"}
+# What a run directory and an export directory hold (top-level entries; fnmatch patterns), so
+# that --overwrite can tell a file a user added from bigtopics' own. A file the trainer or export
+# newly writes there must be added here. Hidden temporaries: atomic.temporary_sibling names
+# (".<name>.<tag>-..."); an infer whose output is a URL keeps its parts and lock in the run.
+RUN_FILES = ("settings.json", "metrics.jsonl", "checkpoints", "table", "assignments", "model.zarr",
+             "evaluation.json", "report.html")
+RUN_ENTRIES = RUN_FILES + (".lock", ".infer-*.parts", ".infer-*.lock") + tuple(f".{name}.*" for name in RUN_FILES)
+EXPORT_ENTRIES = ("topic_word.zarr", "vocab.txt", "topic_keys.tsv", "word_topic_counts.txt", "topics.jsonl",
+                  "pyldavis.json", "tw.json", "doc_topics.txt", "search.jsonl", "search_solr.jsonl", "dt.json.zip")
+OWN_ENTRIES = {"run": RUN_ENTRIES, "export": EXPORT_ENTRIES}
 # The attributes of a group while it is being written in place (object storage): complete groups
 # never carry "unfinished", since `NewGroup.publish` replaces all attributes at once.
 UNFINISHED = {"created_by": "bigtopics",
@@ -339,6 +358,35 @@ def attributes_by_bigtopics(attributes: dict | None) -> bool:
         key in attributes for key in KIND_ATTRIBUTES if key != "format_version"))
 
 
+def attributes_kind(attributes: dict | None) -> str | None:
+    """The kind (a key of KINDS) of a Zarr group bigtopics wrote, by its attributes; None for a
+    group bigtopics did not write or has not finished."""
+    if not isinstance(attributes, dict):
+        return None
+    if "model_format_version" in attributes:
+        return "model"
+    if "doc_topics_format_version" in attributes:
+        return "doc_topics"
+    if "format_version" in attributes and attributes.get("created_by") == "bigtopics":
+        return "store"
+    return None
+
+
+def output_kind(folder: Path) -> str | None:
+    """The kind (a key of KINDS) of bigtopics output in a local `folder`: a store, a model or
+    document topics (a Zarr group with their attributes), a training run (settings.json with the
+    store's fingerprint) or an export (topic_keys.tsv beside topic_word.zarr); else None."""
+    folder = Path(folder)
+    kind = attributes_kind(read_json(folder / "zarr.json").get("attributes"))
+    if kind is not None:
+        return kind
+    if "store_fingerprint" in read_json(folder / "settings.json"):
+        return "run"
+    if (folder / "topic_keys.tsv").is_file() and (folder / "topic_word.zarr").is_dir():
+        return "export"
+    return None
+
+
 def written_by_bigtopics(folder: Path) -> bool:
     """Whether `folder` is a store (a Zarr group created_by bigtopics), a model or document topics
     (a Zarr group with their format attribute), a training run (settings.json with the store's
@@ -346,9 +394,28 @@ def written_by_bigtopics(folder: Path) -> bool:
     folder = Path(folder)
     if attributes_by_bigtopics(read_json(folder / "zarr.json").get("attributes")):
         return True
-    if "store_fingerprint" in read_json(folder / "settings.json"):
-        return True
-    return (folder / "topic_keys.tsv").is_file() and (folder / "topic_word.zarr").is_dir()
+    return output_kind(folder) is not None
+
+
+def foreign_entries(folder: Path, kind: str) -> list[str]:
+    """The top-level entries of a run or export `folder` that its kind does not write (besides
+    LEFTOVERS), sorted: what a user added."""
+    patterns = OWN_ENTRIES.get(kind)
+    if patterns is None:
+        return []
+    return sorted(entry.name for entry in Path(folder).iterdir() if entry.name not in LEFTOVERS
+                  and not any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in patterns))
+
+
+def _names(names: list[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _wrong_kind(location, found: str, kind: str) -> FileExistsError:
+    command = KIND_COMMANDS.get(kind, "this command")
+    return FileExistsError(f"{location} is {KINDS[found]}, which bigtopics {command} never replaces (its --overwrite "
+                           f"replaces only {KINDS[kind]}): choose another output")
 
 
 # Entries that leave a folder as good as empty: a refused start's lock, macOS's folder settings.
@@ -361,16 +428,21 @@ def holds_files(folder: Path) -> bool:
     return any(entry.name not in LEFTOVERS for entry in Path(folder).iterdir())
 
 
-def check_output(path, overwrite: bool, inputs=(), storage_options: dict | None = None) -> None:
+def check_output(path, overwrite: bool, inputs=(), storage_options: dict | None = None,
+                 kind: str | None = None) -> None:
     """Refuse to write `path` (a local path, a URL or a Location) where that would destroy
-    anything but bigtopics' earlier output.
+    anything but bigtopics' earlier output of `kind` (a key of KINDS; None: of any kind, the
+    behaviour of callers that do not say).
 
     Raises if an input is `path` or lies inside it, if `path` exists as something else than a
-    directory (or prefix) that is empty or written by bigtopics, or if it exists and overwrite is
-    not given. A group an interrupted write left unfinished on object storage is replaced
-    without overwrite, as a local one never shows under its final name. Inputs may be paths,
-    URLs or None (skipped).
+    directory (or prefix) that is empty or written by bigtopics, if it is bigtopics output of
+    another kind than `kind`, if it is a run or export folder holding entries its kind does not
+    write (named in the message), or if it exists and overwrite is not given. A group an
+    interrupted write left unfinished on object storage is replaced without overwrite, as a
+    local one never shows under its final name. Inputs may be paths, URLs or None (skipped).
     """
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown kind of output {kind!r}; one of {', '.join(KINDS)}")
     location = locate(path, storage_options)
     target = location.text
     for source in inputs:
@@ -386,6 +458,9 @@ def check_output(path, overwrite: bool, inputs=(), storage_options: dict | None 
         if not attributes_by_bigtopics(attributes):
             raise FileExistsError(f"{location} exists and is not bigtopics output, so bigtopics will not replace it: "
                                   "remove it yourself or choose another output")
+        found = attributes_kind(attributes)
+        if kind is not None and found is not None and found != kind:
+            raise _wrong_kind(location, found, kind)
         if not overwrite:
             raise FileExistsError(f"{location} already exists (use --overwrite to replace it)")
         return
@@ -395,8 +470,82 @@ def check_output(path, overwrite: bool, inputs=(), storage_options: dict | None 
     if not path.is_dir() or (holds_files(path) and not written_by_bigtopics(path)):
         raise FileExistsError(f"{path} exists and is not bigtopics output, so bigtopics will not replace it: "
                               "remove it yourself or choose another output")
+    if kind is not None and holds_files(path):
+        found = output_kind(path)
+        if found is not None and found != kind:
+            raise _wrong_kind(path, found, kind)
+        foreign = foreign_entries(path, kind)
+        if foreign:
+            raise FileExistsError(f"{path} holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} bigtopics "
+                                  f"did not write ({_names(foreign)}), which --overwrite would delete: move "
+                                  f"{'it' if len(foreign) == 1 else 'them'} out or choose another output")
     if not overwrite:
         raise FileExistsError(f"{path} already exists (use --overwrite to replace it)")
+
+
+def check_output_file(path: Path, overwrite: bool, own, what: str) -> None:
+    """Refuse to write the file `path` where that would destroy anything but an earlier file of
+    the same kind (`own(path)` says whether it is one), unless overwrite is given; and refuse,
+    even with overwrite, a path that is a directory, lies inside a Zarr group bigtopics wrote
+    (a store, a model, document topics) or is one of a run's own files (RUN_FILES), the
+    evaluation and report aside."""
+    path = Path(path)
+    if path.is_dir():
+        raise FileExistsError(f"{path} is a directory: give a file name")
+    resolved = path.expanduser().resolve()
+    for parent in resolved.parents:
+        found = attributes_kind(read_json(parent / "zarr.json").get("attributes"))
+        if found is not None:
+            raise FileExistsError(f"{path} lies inside {KINDS[found]} ({parent}): choose another output")
+    if (resolved.name in RUN_FILES and resolved.name not in ("evaluation.json", "report.html")
+            and output_kind(resolved.parent) == "run"):
+        raise FileExistsError(f"{path} is a file of the training run {resolved.parent}: choose another output")
+    if (path.exists() or path.is_symlink()) and not overwrite and not own(path):
+        raise FileExistsError(f"{path} exists and is not {what} (use --overwrite to replace it)")
+
+
+class OutputLock:
+    """An exclusive lock (flock) on a lock file next to an output, so that two processes never
+    write one output at once: `acquire` refuses with one line if another process holds it.
+    `release` deletes the lock file; a process that opened the file before it was deleted sees
+    that the file it locked is no longer the one at the path and tries again."""
+
+    def __init__(self, path: Path, what: str):
+        self.path, self.what = Path(path), what
+        self.handle = None
+
+    def acquire(self) -> "OutputLock":
+        import fcntl
+
+        while True:
+            handle = open(self.path, "a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                raise FileExistsError(f"{self.what} is being written by another bigtopics process (it holds "
+                                      f"{self.path}); wait for it to finish or stop it") from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(handle.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.handle = handle
+                return self
+            handle.close()  # the holder released and deleted it in between: lock the new one
+
+    def release(self) -> None:
+        if self.handle is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self.handle.close()
+            self.handle = None
+
+    def __enter__(self) -> "OutputLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 class NewGroup:
@@ -405,11 +554,13 @@ class NewGroup:
     A local directory is built under a hidden temporary name next to it and renamed into place by
     `publish` (atomic.publish_dir; an existing one is replaced only with overwrite). A URL or a
     zarr store object has no rename: what is there is checked (check_output: bigtopics' own
-    output, and overwrite given), deleted, and the group is written in place with the UNFINISHED
-    attributes; `publish` writes the final attributes last. `abort` removes what was written.
+    output, of `kind` if given, and overwrite given), deleted, and the group is written in place
+    with the UNFINISHED attributes; `publish` writes the final attributes last. `abort` removes
+    what was written.
     """
 
-    def __init__(self, location, overwrite: bool = False, storage_options: dict | None = None):
+    def __init__(self, location, overwrite: bool = False, storage_options: dict | None = None,
+                 kind: str | None = None):
         import zarr
 
         self.location, self.overwrite = locate(location, storage_options), overwrite
@@ -421,7 +572,7 @@ class NewGroup:
             self.group = zarr.open_group(self.tmp, mode="w")
             return
         self.tmp = None
-        check_output(self.location, overwrite)
+        check_output(self.location, overwrite, kind=kind)
         with self.location.errors():
             self.location.delete()
             self.group = zarr.open_group(self.location.zarr_store(read_only=False), mode="w",

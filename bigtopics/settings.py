@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import asdict, dataclass, field, fields
 
 from .local_steps import LOCAL_STEPS, LocalStep
@@ -12,7 +14,70 @@ from .local_steps.gibbs import SAMPLING_DEFAULTS
 # length), which costs both held-out likelihood and sampler time (benchmarks/RESULTS.md, choosing
 # the defaults).
 ALPHA_SUM = 5.0
-# Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
+
+# Bounds of the numeric options, checked by `validate` (here, in each local step, in infer.py and
+# evaluate.py) before any work: wide enough for any real run, narrow enough that no value reaches
+# the kernels as inf, NaN, an int64 that overflows or a prior whose products underflow to 0 (a
+# zero total mass is a draw out of bounds in the sampler).
+MIN_PRIOR, MAX_PRIOR = 1e-10, 1e6
+# e^psi(eta) ~ e^(-1/eta) underflows for small eta: the geometric estimate of beta (gibbs
+# --beta-estimate geometric, vb, lsparse) needs eta at least this (e^psi(0.005) ~ 1e-87).
+MIN_GEOMETRIC_ETA = 0.005
+MAX_TOPICS = 1_000_000
+MAX_EPOCHS = 1_000_000
+MAX_WORKERS = 4096
+MAX_SWEEPS = 10_000  # burnin, samples, iterations, MH steps, particles per document
+MAX_COUNT = 1 << 50  # documents, minibatches and the like: beyond any corpus, far inside int64
+MAX_TAU0 = 1e9
+MIN_RESET_BELOW = 1e-100  # pi below this would take the stored values M = N / pi towards overflow
+MAX_INTERVAL_SECONDS = 10 * 365 * 86400.0
+SEED_LIMIT = 2**63
+
+
+def _shown(value) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def check_integer(value, flag: str, low: int, high: int | None = None, what: str = "") -> None:
+    """Raise ValueError (one line naming `flag`, and `what` it is) unless `value` is an integer
+    in [low, high]."""
+    prefix = f"{flag}: {what}" if what else flag
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{prefix} must be a whole number (got {_shown(value)})")
+    if value < low:
+        raise ValueError(f"{prefix} must be at least {low:,} (got {value})")
+    if high is not None and value > high:
+        raise ValueError(f"{prefix} must be at most {high:,} (got {value})")
+
+
+def check_real(value, flag: str, low: float, high: float | None = None, *, low_open: bool = False,
+               high_open: bool = False, text: str | None = None) -> None:
+    """Raise ValueError (one line naming `flag`) unless `value` is a finite number in the range
+    from low to high (each end open or closed); `text` words the range instead."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{flag} must be a number (got {_shown(value)})")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int beyond any float
+        finite = False
+    if not finite:
+        raise ValueError(f"{flag} must be a finite number (got {value:g})" if isinstance(value, float)
+                         else f"{flag} must be a finite number (got an integer of {len(str(value))} digits)")
+    below = value <= low if low_open else value < low
+    above = high is not None and (value >= high if high_open else value > high)
+    if below or above:
+        if text is None:
+            first = ("positive" if low == 0 else f"above {low:g}") if low_open else (
+                "non-negative" if low == 0 else f"at least {low:g}")
+            text = first + ("" if high is None else f" and {'below' if high_open else 'at most'} {high:g}")
+        raise ValueError(f"{flag} must be {text} (got {value:g})")
+
+
+def check_seed(value, flag: str = "--seed") -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{flag} must be a whole number in [0, 2**63) (got {_shown(value)})")
+
+
 @dataclass(init=False)
 class TrainSettings:
     """Everything that defines a training run (defaults follow the paper's findings).
@@ -84,45 +149,56 @@ class TrainSettings:
         return self.step.keeps_assignments
 
     def validate(self) -> None:
-        checks = [
-            (self.n_topics >= 1, f"the number of topics must be at least 1 (got {self.n_topics})"),
-            (self.alpha is not None and self.alpha > 0, f"alpha must be positive (got {self.alpha})"),
-            (self.eta > 0, f"eta must be positive (got {self.eta})"),
-            (0.5 < self.kappa <= 1, f"kappa must be in (0.5, 1] for convergence (got {self.kappa})"),
-            (self.tau0 >= 0, f"tau0 must be non-negative (got {self.tau0})"),
-            (self.batch_size >= 1, f"the batch size must be at least 1 (got {self.batch_size})"),
-            (self.shard_docs >= 0, f"shard-docs must be non-negative (got {self.shard_docs})"),
-            (self.epochs >= 1, f"epochs must be at least 1 (got {self.epochs})"),
-            (self.max_docs is None or self.max_docs >= 1, "max-docs must be at least 1"),
-            (self.drop_below >= 0, "the drop threshold must be non-negative"),
-            (0 < self.reset_below < 1, "reset-below must be in (0, 1)"),
-            (self.workers >= 0, "workers must be non-negative"),
-            (self.keep_checkpoints >= 1, "keep at least one checkpoint"),
-            (self.heldout >= 0, "the number of held-out documents must be non-negative"),
-            (0 <= self.seed < 2**63, f"the seed must be an integer in [0, 2**63) (got {self.seed})"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
-        self.step.validate(self.n_topics)
-        parse_interval(self.checkpoint_every)
-        parse_interval(self.heldout_every, "held-out interval")
+        """Every option finite and in range, each failure one line naming the option as the CLI
+        spells it; then the local step's options and the intervals."""
+        check_integer(self.n_topics, "-k/--topics", 1, MAX_TOPICS, "the number of topics")
+        check_real(self.alpha, "--alpha", MIN_PRIOR, MAX_PRIOR,
+                   text=f"positive, at least {MIN_PRIOR:g} and at most {MAX_PRIOR:g}")
+        check_real(self.eta, "--eta", MIN_PRIOR, MAX_PRIOR,
+                   text=f"positive, at least {MIN_PRIOR:g} and at most {MAX_PRIOR:g}")
+        check_real(self.kappa, "--kappa", 0.5, 1.0, low_open=True, text="in (0.5, 1] for convergence")
+        check_real(self.tau0, "--tau0", 0.0, MAX_TAU0)
+        check_integer(self.batch_size, "--batch-size", 1, None, "the batch size")
+        check_integer(self.shard_docs, "--shard-docs", 0, MAX_COUNT)
+        check_integer(self.epochs, "--epochs", 1, MAX_EPOCHS)
+        if self.max_docs is not None:
+            check_integer(self.max_docs, "--max-docs", 1, MAX_COUNT)
+        check_real(self.drop_below, "--drop-below", 0.0, None, text="non-negative")
+        check_real(self.reset_below, "--reset-below", MIN_RESET_BELOW, 1.0, high_open=True,
+                   text=f"in (0, 1), at least {MIN_RESET_BELOW:g}")
+        check_integer(self.workers, "--workers", 0, MAX_WORKERS)
+        check_integer(self.window_blocks, "window_blocks", 1, 1 << 16)
+        check_integer(self.heldout, "--heldout", 0, MAX_COUNT, "the number of held-out documents")
+        check_integer(self.keep_checkpoints, "--keep-checkpoints", 1, 10_000, "the number of checkpoints kept")
+        check_seed(self.seed)
+        step = self.step
+        step.validate(self.n_topics)
+        if step.beta_estimate == "geometric" and self.eta < MIN_GEOMETRIC_ETA:
+            raise ValueError(f"--eta must be at least {MIN_GEOMETRIC_ETA:g} with the geometric estimate of beta "
+                             f"(--local-step {self.local_step}"
+                             + (", --beta-estimate geometric" if "beta_estimate" in self.step_options else "")
+                             + f"), whose e^psi(eta) underflows to 0 below that (got {self.eta:g})")
+        parse_interval(self.checkpoint_every, flag="--checkpoint-every")
+        parse_interval(self.heldout_every, "held-out interval", flag="--heldout-every")
 
 
-def parse_interval(text: str, what: str = "checkpoint interval") -> tuple[int | None, float | None]:
-    """'200' -> (200 minibatches, None); '30m', '2h', '90s' -> (None, seconds)."""
+def parse_interval(text: str, what: str = "checkpoint interval",
+                   flag: str | None = None) -> tuple[int | None, float | None]:
+    """'200' -> (200 minibatches, None); '30m', '2h', '90s' -> (None, seconds). A count is at most
+    MAX_COUNT and a duration finite and at most MAX_INTERVAL_SECONDS (ten years)."""
     text = str(text).strip().lower()
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     try:
         if text and text[-1] in units:
             seconds = float(text[:-1]) * units[text[-1]]
-            if seconds > 0:
+            if 0 < seconds <= MAX_INTERVAL_SECONDS:  # False for NaN and inf
                 return None, seconds
-        elif int(text) > 0:
+        elif 0 < int(text) <= MAX_COUNT:
             return int(text), None
     except ValueError:
         pass
-    raise ValueError(f"{what} {text!r}: give a number of minibatches (200) or a duration (30m, 2h)")
+    raise ValueError(f"{flag + ': ' if flag else ''}{what} {text!r}: give a number of minibatches (200) or a "
+                     "duration (30m, 2h) up to ten years")
 
 
 def learning_rate(step: int, tau0: float, kappa: float) -> float:

@@ -62,12 +62,16 @@ class GibbsStep(LocalStep):
                        samples=samples if self.samples is None else self.samples, exclude_own=exclude_own)
 
     def validate(self, n_topics: int) -> None:
-        check(self.sampler in SAMPLERS, f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
-        check(self.beta_estimate in BETA_ESTIMATES,
-              f"unknown estimate of beta {self.beta_estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}")
-        check(self.mh_steps >= 1, f"mh-steps must be at least 1 (got {self.mh_steps})")
-        check(self.burnin >= 0, f"burnin must be non-negative (got {self.burnin})")
-        check(self.samples >= 1, f"samples must be at least 1 (got {self.samples})")
+        from ..settings import MAX_SWEEPS, check_integer
+
+        check(self.sampler in SAMPLERS,
+              f"--sampler: unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
+        check(self.beta_estimate in BETA_ESTIMATES, f"--beta-estimate: unknown estimate of beta "
+              f"{self.beta_estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}")
+        check_integer(self.mh_steps, "--mh-steps", 1, MAX_SWEEPS)
+        check_integer(self.burnin, "--burnin", 0, MAX_SWEEPS)
+        check_integer(self.samples, "--samples", 1, MAX_SWEEPS)
+        check(isinstance(self.exclude_own, bool), f"exclude_own must be True or False (got {self.exclude_own!r})")
 
     @property
     def keeps_assignments(self) -> bool:

@@ -10,7 +10,7 @@ import numpy as np
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
 from ..stats import StepResult
-from .base import LocalStep, check, option
+from .base import LocalStep, option
 from .variational import lsparse_local_step
 from .vb import VB_ITERATIONS
 
@@ -28,8 +28,10 @@ class LSparseStep(LocalStep):
                        vb_iterations=VB_ITERATIONS if self.vb_iterations is None else self.vb_iterations)
 
     def validate(self, n_topics: int) -> None:
-        check(self.top_l >= 1, f"top-l must be at least 1 (got {self.top_l}); more than K means dense")
-        check(self.vb_iterations >= 1, "vb-iterations must be at least 1")
+        from ..settings import MAX_SWEEPS, MAX_TOPICS, check_integer
+
+        check_integer(self.top_l, "--top-l", 1, MAX_TOPICS)  # more than K means dense
+        check_integer(self.vb_iterations, "--vb-iterations", 1, MAX_SWEEPS)
 
     @property
     def beta_estimate(self) -> str:

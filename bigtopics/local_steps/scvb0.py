@@ -9,7 +9,7 @@ import numpy as np
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
 from ..stats import StepResult
-from .base import LocalStep, check, option
+from .base import LocalStep, option
 from .gibbs import SAMPLING_DEFAULTS
 from .variational import scvb0_local_step
 
@@ -25,7 +25,9 @@ class SCVB0Step(LocalStep):
         return replace(self, burnin=SAMPLING_DEFAULTS[False][1] if self.burnin is None else self.burnin)
 
     def validate(self, n_topics: int) -> None:
-        check(self.burnin >= 0, f"burnin must be non-negative (got {self.burnin})")
+        from ..settings import MAX_SWEEPS, check_integer
+
+        check_integer(self.burnin, "--burnin", 0, MAX_SWEEPS)
 
     def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
             n_workers: int) -> StepResult:

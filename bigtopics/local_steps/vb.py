@@ -9,7 +9,7 @@ import numpy as np
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
 from ..stats import StepResult
-from .base import LocalStep, check, option
+from .base import LocalStep, option
 from .variational import vb_local_step
 
 VB_ITERATIONS = 100
@@ -26,7 +26,9 @@ class VBStep(LocalStep):
         return replace(self, vb_iterations=VB_ITERATIONS if self.vb_iterations is None else self.vb_iterations)
 
     def validate(self, n_topics: int) -> None:
-        check(self.vb_iterations >= 1, "vb-iterations must be at least 1")
+        from ..settings import MAX_SWEEPS, check_integer
+
+        check_integer(self.vb_iterations, "--vb-iterations", 1, MAX_SWEEPS)
 
     @property
     def beta_estimate(self) -> str:
