@@ -50,7 +50,7 @@ class SavedAssignments:
         self.n_topics = int(n_topics)
         self.dtype = topic_dtype(n_topics)
         self.unvisited = np.iinfo(self.dtype).max
-        files = _ArrayFiles(directory)
+        files = _ArrayFiles(directory, what="the saved assignments")
         self._files = files
         self.token_offsets = files.new("token_offsets", np.int64, store.n_docs + 1)
         for block in store.iter_blocks():

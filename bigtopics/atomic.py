@@ -6,10 +6,58 @@ is complete and on disk; an interrupted write leaves at most a temporary name be
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
 from pathlib import Path
+
+# Errors that mean the disk (or the user's quota on it) is full.
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class DiskFullError(OSError):
+    """No space left on a disk for something bigtopics writes.
+
+    Its message is one line naming the directory and the bytes the write needed; `hint` (set by
+    whoever knows it, e.g. the trainer's resume command) is appended to it. An OSError with errno
+    ENOSPC, so code that handles a full disk in general handles this one too.
+    """
+
+    def __init__(self, message: str, path, needed: int | None = None, hint: str = ""):
+        super().__init__(errno.ENOSPC, message)
+        self.message = message
+        self.path = Path(path)
+        self.needed = needed
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message + (f"; {self.hint}" if self.hint else "")
+
+    def __reduce__(self):
+        return type(self), (self.message, self.path, self.needed, self.hint)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether an error, or one it was raised from (zarr and asyncio wrap them), is a full disk."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            return True
+        if isinstance(error, BaseExceptionGroup):
+            return any(is_disk_full(inner) for inner in error.exceptions)
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def no_space(path, what: str, needed: int | None, up_to: bool = False) -> DiskFullError:
+    """The one-line error for a write of `what` into directory `path` that found the disk full;
+    `needed` is what the write needed (`up_to`: at most that, e.g. before compression)."""
+    from .memory import format_bytes
+
+    need = f": it needed {'up to ' if up_to else ''}{format_bytes(needed)} more" if needed else ""
+    return DiskFullError(f"no space left on {path} for {what}{need}", path, needed)
 
 
 def fsync_dir(path: Path) -> None:
@@ -49,10 +97,12 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+        fsync_dir(path.parent)
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise no_space(path.parent, path.name, len(payload)) from e
         raise
-    fsync_dir(path.parent)
 
 
 def publish_dir(tmp: Path, final: Path, overwrite: bool) -> None:
@@ -70,7 +120,12 @@ def publish_dir(tmp: Path, final: Path, overwrite: bool) -> None:
             raise FileExistsError(f"{final} already exists (use --overwrite to replace it)")
         old = temporary_sibling(final, "old")
         os.replace(final, old)
-    os.replace(tmp, final)
+    try:
+        os.replace(tmp, final)
+    except BaseException:
+        if old is not None:  # put the old one back rather than leave nothing under final
+            os.replace(old, final)
+        raise
     fsync_dir(final.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)

@@ -9,32 +9,50 @@ sort by step:
 The manifest holds the run's metadata (JSON) and, per array, its dtype, shape and the sizes of
 its compressed pieces (Blosc/zstd with bit shuffle, 64 MiB of raw data a piece, since Blosc
 takes at most 2 GB a call). A file is written under a temporary name, fsynced and renamed;
-a truncated or corrupted file fails its checksum and is passed over for the previous one.
+a full disk is a DiskFullError and leaves the earlier checkpoints as they were.
+
+Reading checks the file before allocating anything from it (read_checkpoint): a truncated or
+corrupted file, or one whose manifest and pieces do not add up, is CheckpointDamaged, set aside
+as `*.damaged` and passed over for the previous one; a file that cannot be read now (a
+permission, an I/O error) is a CheckpointError and nothing is set aside. The SHA-256 detects
+damage, not tampering: anyone who can write the file can write its hash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import struct
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Union
 
 import numpy as np
 from numcodecs import Blosc
 
-from .atomic import fsync_dir, temporary_sibling
+from .atomic import DiskFullError, fsync_dir, is_disk_full, temporary_sibling
+from .memory import available_bytes, format_bytes
 
 MAGIC = b"BIGTOPICS-CKPT\x00\x01"
 PIECE_BYTES = 64 << 20
 CHECKPOINT_DIR = "checkpoints"
 _CODEC = Blosc(cname="zstd", clevel=3, shuffle=Blosc.BITSHUFFLE)
+_NAME = re.compile(r"step-(\d+)\.ckpt")
+_DAMAGED = re.compile(r"step-\d+\.ckpt\.damaged")
 
 
 class CheckpointError(Exception):
-    """A checkpoint file is damaged, or none could be read."""
+    """A checkpoint file is damaged, cannot be read now, or none could be read."""
+
+
+class CheckpointDamaged(CheckpointError):
+    """A checkpoint whose bytes are wrong: truncated, failing its checksum, or not of the format
+    (a manifest or piece sizes that do not add up, a size beyond the reader's limits). Only these
+    are set aside as `*.damaged`; a file that merely cannot be read now is left as it is."""
 
 
 @dataclass
@@ -42,6 +60,13 @@ class CheckpointInfo:
     path: Path
     step: int
     size: int
+
+
+# Where a run resumes from when it was stopped before it wrote its first checkpoint.
+START_OF_RUN = CheckpointInfo(Path("the start, as no checkpoint had been written"), 0, 0)
+
+# A limit on an array's elements: a number, or a function of the arrays read before it.
+Limit = Union[int, Callable[[dict], int]]
 
 
 def checkpoint_dir(run_dir) -> Path:
@@ -56,18 +81,55 @@ def remove_temporaries(run_dir) -> None:
             leftover.unlink(missing_ok=True)
 
 
-def list_checkpoints(run_dir) -> list[CheckpointInfo]:
-    """The checkpoints of a run, oldest first."""
+def _names(run_dir, strict: bool) -> list[str]:
+    """The file names in the run's checkpoint folder (none if it does not exist). A folder that
+    cannot be listed is a CheckpointError with `strict`, else as good as empty."""
     folder = checkpoint_dir(run_dir)
-    if not folder.is_dir():
+    try:
+        return sorted(os.listdir(folder))
+    except FileNotFoundError:
         return []
+    except OSError as e:
+        if strict:
+            raise CheckpointError(f"the checkpoints in {folder} cannot be listed ({e.strerror or e})") from e
+        return []
+
+
+def list_checkpoints(run_dir, strict: bool = False) -> list[CheckpointInfo]:
+    """The checkpoints of a run, oldest first. With `strict`, a folder or file that cannot be
+    examined now (permissions, an I/O error) is a CheckpointError rather than passed over."""
+    folder = checkpoint_dir(run_dir)
     out = []
-    for path in sorted(folder.glob("step-*.ckpt")):
-        try:
-            out.append(CheckpointInfo(path, int(path.stem.split("-")[1]), path.stat().st_size))
-        except (ValueError, OSError):
+    for name in _names(run_dir, strict):
+        match = _NAME.fullmatch(name)
+        if not match:
             continue
-    return out
+        path = folder / name
+        try:
+            out.append(CheckpointInfo(path, int(match.group(1)), path.stat().st_size))
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            if strict:
+                raise CheckpointError(f"{path} cannot be examined ({e.strerror or e})") from e
+    return sorted(out, key=lambda info: info.step)
+
+
+def never_checkpointed(run_dir) -> bool:
+    """Whether a run has no checkpoint at all, not even one set aside as damaged: it was stopped
+    before it wrote its first. A folder that cannot be listed now is a CheckpointError, never
+    taken for an empty one."""
+    try:
+        names = _names(run_dir, strict=True)
+    except CheckpointError as e:
+        raise _left_as_they_are(e, run_dir) from e.__cause__
+    return not any(_NAME.fullmatch(name) or _DAMAGED.fullmatch(name) for name in names)
+
+
+def list_damaged(run_dir) -> list[Path]:
+    """The checkpoints set aside as damaged (`*.ckpt.damaged`)."""
+    folder = checkpoint_dir(run_dir)
+    return [folder / name for name in _names(run_dir, strict=False) if _DAMAGED.fullmatch(name)]
 
 
 def _pieces(array: np.ndarray):
@@ -80,10 +142,10 @@ def _pieces(array: np.ndarray):
 def save_checkpoint(run_dir, step: int, meta: dict, arrays: dict[str, np.ndarray], keep: int = 3) -> Path:
     """Write a checkpoint for `step` and delete all but the newest `keep`.
 
-    On any failure (a full disk, say) the partial file is removed and earlier checkpoints stay.
+    On any failure the partial file is removed and earlier checkpoints stay; a full disk is a
+    DiskFullError naming the folder and the checkpoint's size.
     """
     folder = checkpoint_dir(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"step-{step:012d}.ckpt"
     blobs, manifest_arrays = [], []
     for name, array in arrays.items():
@@ -95,9 +157,11 @@ def save_checkpoint(run_dir, step: int, meta: dict, arrays: dict[str, np.ndarray
             sizes.append(len(blob))
         manifest_arrays.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape), "pieces": sizes})
     manifest = json.dumps({"meta": meta, "arrays": manifest_arrays}).encode()
+    size = len(MAGIC) + 8 + len(manifest) + sum(len(b) for b in blobs) + 32
     tmp = temporary_sibling(final)
     digest = hashlib.sha256()
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
             for part in (MAGIC, struct.pack("<Q", len(manifest)), manifest, *blobs):
                 f.write(part)
@@ -109,6 +173,9 @@ def save_checkpoint(run_dir, step: int, meta: dict, arrays: dict[str, np.ndarray
         fsync_dir(folder)
     except OSError as e:
         tmp.unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise DiskFullError(f"writing checkpoint {final} failed (No space left on {folder}: it needed "
+                                f"{format_bytes(size)} more); the earlier checkpoints are intact", folder, size) from e
         raise OSError(e.errno, f"writing checkpoint {final} failed ({e.strerror or e}); "
                                "the earlier checkpoints are intact") from e
     except BaseException:
@@ -119,65 +186,208 @@ def save_checkpoint(run_dir, step: int, meta: dict, arrays: dict[str, np.ndarray
     return final
 
 
-def read_checkpoint(path) -> tuple[dict, dict[str, np.ndarray]]:
-    """(meta, arrays) of one checkpoint file; CheckpointError if it is damaged."""
-    path = Path(path)
+def _read(path: Path) -> bytes:
+    """A checkpoint's bytes; a read that fails (permissions, I/O, a network filesystem) is a
+    CheckpointError that is not CheckpointDamaged: the file may be fine once it can be read."""
     try:
-        payload = path.read_bytes()
+        return path.read_bytes()
     except OSError as e:
-        raise CheckpointError(f"{path}: cannot be read ({e})") from e
+        raise CheckpointError(f"{path} cannot be read ({e.strerror or e})") from e
+
+
+def _blosc_sizes(blob) -> tuple[int, int]:
+    """(decompressed, compressed) bytes a Blosc frame declares in its 16-byte header."""
+    if len(blob) < 16:
+        raise ValueError("a piece shorter than a Blosc header")
+    _version, _, _, _typesize, nbytes, _blocksize, cbytes = struct.unpack("<BBBBIII", bytes(blob[:16]))
+    return nbytes, cbytes
+
+
+def _manifest_arrays(manifest, data_bytes: int, piece_bytes: int) -> list[tuple[str, np.dtype, tuple, list[int]]]:
+    """The arrays a manifest declares, checked: names, numeric dtypes, shapes and pieces whose
+    sizes add up to the bytes that follow the manifest."""
+    if not (isinstance(manifest, dict) and isinstance(manifest.get("meta"), dict)
+            and isinstance(manifest.get("arrays"), list)):
+        raise ValueError("a manifest without meta and arrays")
+    out, total = [], 0
+    for entry in manifest["arrays"]:
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("dtype"), str)
+                and isinstance(entry.get("shape"), list) and isinstance(entry.get("pieces"), list)):
+            raise ValueError("an array entry without name, dtype, shape and pieces")
+        name = entry["name"]
+        dtype = np.dtype(entry["dtype"])
+        if dtype.kind not in "biuf" or dtype.itemsize > 16:
+            raise ValueError(f"array {name} of dtype {dtype}")
+        shape, pieces = entry["shape"], entry["pieces"]
+        if not all(type(n) is int and n >= 0 for n in shape + pieces):
+            raise ValueError(f"array {name}: shape or piece sizes that are not sizes")
+        if len(pieces) != max(1, -(-math.prod(shape) // max(1, piece_bytes // dtype.itemsize))):
+            raise ValueError(f"array {name}: {len(pieces)} pieces for shape {shape}")
+        total += sum(pieces)
+        out.append((name, dtype, tuple(shape), pieces))
+    if total != data_bytes:
+        raise ValueError(f"the pieces declare {total} bytes, the file holds {data_bytes}")
+    if len({name for name, *_ in out}) != len(out):
+        raise ValueError("an array declared twice")
+    return out
+
+
+def read_checkpoint(path, limits: dict[str, Limit] | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+    """(meta, arrays) of one checkpoint file.
+
+    Everything is checked before anything is allocated: the checksum, then the manifest (its
+    arrays' dtypes, shapes and pieces add up to the file), each array's size against `limits`
+    (array name -> most elements, or a function of the arrays read before it; with limits, an
+    array not named in them is refused) and against the memory available, and each piece's Blosc
+    header against the bytes its place in the array holds; a piece is then decompressed into its
+    place and nowhere else. CheckpointDamaged if the bytes are wrong, CheckpointError if the file
+    cannot be read now.
+    """
+    path = Path(path)
+    payload = _read(path)
     if len(payload) < len(MAGIC) + 8 + 32 or not payload.startswith(MAGIC):
-        raise CheckpointError(f"{path}: not a bigtopics checkpoint, or truncated")
+        raise CheckpointDamaged(f"{path}: not a bigtopics checkpoint, or truncated")
     body = memoryview(payload)[:-32]  # views, not copies: a checkpoint can be gigabytes
     if hashlib.sha256(body).digest() != payload[-32:]:
-        raise CheckpointError(f"{path}: checksum mismatch (the file is truncated or corrupted)")
+        raise CheckpointDamaged(f"{path}: checksum mismatch (the file is truncated or corrupted)")
     (manifest_len,) = struct.unpack("<Q", body[len(MAGIC) : len(MAGIC) + 8])
     offset = len(MAGIC) + 8
+    if manifest_len > len(body) - offset:
+        raise CheckpointDamaged(f"{path}: damaged header (a manifest of {manifest_len} bytes in a file of "
+                                f"{len(payload)})")
     try:
         manifest = json.loads(bytes(body[offset : offset + manifest_len]))
         offset += manifest_len
-        arrays = {}
-        for entry in manifest["arrays"]:
-            dtype = np.dtype(entry["dtype"])
-            parts = []
-            for size in entry["pieces"]:
+        declared = _manifest_arrays(manifest, len(body) - offset, PIECE_BYTES)
+    except (ValueError, TypeError, RecursionError) as e:
+        raise CheckpointDamaged(f"{path}: not a checkpoint of this format ({e})") from None
+    arrays: dict[str, np.ndarray] = {}
+    for name, dtype, shape, pieces in declared:
+        n = math.prod(shape)
+        problem = None
+        if limits is not None:
+            limit = limits.get(name)
+            if limit is None:
+                problem = f"an unexpected array {name}"
+            else:
+                try:
+                    most = int(limit(arrays) if callable(limit) else limit)
+                except (ValueError, TypeError, IndexError, KeyError, OverflowError) as e:
+                    most, problem = 0, f"array {name} cannot be sized ({e})"
+                if problem is None and n > most:
+                    problem = f"array {name} declares {n:,} elements, at most {most:,} fit this run"
+        if problem is None:
+            problem = _check_pieces(body, offset, pieces, n * dtype.itemsize, dtype.itemsize)
+        if problem:
+            raise CheckpointDamaged(f"{path}: {problem}")
+        if n * dtype.itemsize > available_bytes():
+            raise CheckpointError(f"{path}: array {name} takes {format_bytes(n * dtype.itemsize)}, more memory than "
+                                  f"is available ({format_bytes(available_bytes())})")
+        out = np.empty(n, dtype)
+        raw = out.view(np.uint8)
+        at = 0
+        for size in pieces:
+            if size:
                 blob = body[offset : offset + size]
-                offset += size
-                parts.append(np.frombuffer(_CODEC.decode(blob), dtype=dtype) if size else np.zeros(0, dtype))
-            arrays[entry["name"]] = np.concatenate(parts).reshape(entry["shape"])
-    except (ValueError, KeyError, TypeError, RuntimeError) as e:
-        raise CheckpointError(f"{path}: unreadable content despite a good checksum ({e})") from e
+                nbytes, _ = _blosc_sizes(blob)
+                try:
+                    _CODEC.decode(blob, out=raw[at : at + nbytes])
+                except (ValueError, RuntimeError, TypeError) as e:
+                    raise CheckpointDamaged(f"{path}: array {name} does not decompress ({e})") from None
+                at += nbytes
+            offset += size
+        arrays[name] = out.reshape(shape)
     return manifest["meta"], arrays
+
+
+def _check_pieces(body, offset: int, pieces: list[int], nbytes: int, itemsize: int) -> str | None:
+    """Why the pieces at `offset` cannot be `nbytes` of an array, or None: every piece a Blosc
+    frame of its declared compressed size, decompressing to whole elements, at most
+    PIECE_BYTES, and together to exactly the array."""
+    total = 0
+    for size in pieces:
+        if size == 0:
+            continue
+        try:
+            raw, compressed = _blosc_sizes(body[offset : offset + size])
+        except ValueError as e:
+            return str(e)
+        if compressed != size:
+            return f"a piece of {size:,} bytes whose header says {compressed:,}"
+        if raw % itemsize or raw > max(PIECE_BYTES, itemsize) or raw == 0:
+            return (f"a piece that declares {raw:,} bytes decompressed (whole {itemsize}-byte elements, at most "
+                    f"{PIECE_BYTES:,})")
+        total += raw
+        offset += size
+    if total != nbytes:
+        return f"pieces that decompress to {total:,} bytes for an array of {nbytes:,}"
+    return None
 
 
 def read_checkpoint_meta(path) -> dict:
     """The metadata of a checkpoint, read from its manifest alone (no checksum verification)."""
-    with open(path, "rb") as f:
-        head = f.read(len(MAGIC) + 8)
-        if len(head) < len(MAGIC) + 8 or not head.startswith(MAGIC):
-            raise CheckpointError(f"{path}: not a bigtopics checkpoint, or truncated")
-        (manifest_len,) = struct.unpack("<Q", head[len(MAGIC):])
-        if manifest_len > os.fstat(f.fileno()).st_size:
-            raise CheckpointError(f"{path}: damaged header")
-        try:
-            return json.loads(f.read(manifest_len))["meta"]
-        except ValueError as e:
-            raise CheckpointError(f"{path}: damaged manifest") from e
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(MAGIC) + 8)
+            if len(head) < len(MAGIC) + 8 or not head.startswith(MAGIC):
+                raise CheckpointDamaged(f"{path}: not a bigtopics checkpoint, or truncated")
+            (manifest_len,) = struct.unpack("<Q", head[len(MAGIC):])
+            if manifest_len > os.fstat(f.fileno()).st_size:
+                raise CheckpointDamaged(f"{path}: damaged header")
+            try:
+                meta = json.loads(f.read(manifest_len))["meta"]
+            except (ValueError, KeyError, TypeError) as e:
+                raise CheckpointDamaged(f"{path}: damaged manifest") from e
+    except OSError as e:
+        raise CheckpointError(f"{path} cannot be read ({e.strerror or e})") from e
+    if not isinstance(meta, dict):
+        raise CheckpointDamaged(f"{path}: damaged manifest")
+    return meta
 
 
-def load_latest_checkpoint(run_dir) -> tuple[dict, dict[str, np.ndarray], CheckpointInfo]:
-    """The newest readable checkpoint; damaged newer ones are reported with a warning."""
-    candidates = list_checkpoints(run_dir)
+def load_latest_checkpoint(run_dir, limits: dict[str, Limit] | None = None,
+                           check: Callable[[dict, dict], None] | None = None
+                           ) -> tuple[dict, dict[str, np.ndarray], CheckpointInfo]:
+    """The newest good checkpoint (read with `limits`, see read_checkpoint, then given to
+    `check(meta, arrays)`, which raises ValueError if they cannot be this run's).
+
+    A newer checkpoint whose bytes are wrong is renamed `*.damaged` with a warning and the one
+    before it tried. A checkpoint that cannot be read now (permissions, an I/O error: it may pass)
+    stops the search with a CheckpointError and every file left as it is.
+    """
+    try:
+        candidates = list_checkpoints(run_dir, strict=True)
+    except CheckpointError as e:
+        raise _left_as_they_are(e, run_dir) from e.__cause__
     if not candidates:
         raise CheckpointError(f"{run_dir} has no checkpoints to resume from")
-    for info in reversed(candidates):
+    for i in range(len(candidates) - 1, -1, -1):
+        info = candidates[i]
         try:
-            meta, arrays = read_checkpoint(info.path)
+            meta, arrays = read_checkpoint(info.path, limits)
+            if check is not None:
+                try:
+                    check(meta, arrays)
+                except (ValueError, KeyError, TypeError) as e:
+                    raise CheckpointDamaged(f"{info.path}: {e}") from None
             return meta, arrays, info
-        except CheckpointError as e:
+        except CheckpointDamaged as e:
             # renamed out of the way, so retention never counts it as the newest checkpoint
             quarantined = info.path.with_name(info.path.name + ".damaged")
             os.replace(info.path, quarantined)
-            warnings.warn(f"{e}; kept as {quarantined.name}; falling back to the previous checkpoint",
-                          stacklevel=2)
-    raise CheckpointError(f"none of the {len(candidates)} checkpoints in {checkpoint_dir(run_dir)} is readable")
+            fallback = (f"falling back to the previous checkpoint, {candidates[i - 1].path.name}" if i
+                        else "there is no earlier checkpoint")
+            warnings.warn(f"{e}; kept as {quarantined.name}; {fallback}", stacklevel=2)
+        except CheckpointError as e:
+            raise _left_as_they_are(e, run_dir) from e.__cause__
+    folder = checkpoint_dir(run_dir)
+    raise CheckpointError(
+        f"none of the {len(candidates)} checkpoints in {folder} is readable (set aside as *.damaged); to train "
+        f"{run_dir} again from the start, remove them and resume: rm {folder}/*.damaged && "
+        f"bigtopics train --resume {run_dir}")
+
+
+def _left_as_they_are(error: CheckpointError, run_dir) -> CheckpointError:
+    """A read error that may pass: say that nothing was set aside, and how to go on."""
+    return CheckpointError(f"{error}; the checkpoints are left as they are: once that is fixed, resume again with "
+                           f"bigtopics train --resume {run_dir}")

@@ -20,12 +20,13 @@ topic at a time, so a large model is never loaded whole.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 import zarr
 
-from .atomic import publish_dir, temporary_sibling
+from .atomic import is_disk_full, no_space, publish_dir, temporary_sibling
 from .kernels.csr import transpose_csr
 from .store import CSR_ENCODING, StoreError, check_format, default_compressors
 
@@ -44,6 +45,28 @@ def write_model(path: str | os.PathLike, word_major, topic_totals, vocab, *, alp
         np.asarray(indptr, np.int64), np.asarray(topics, np.int64), np.asarray(values, np.float32), n_topics
     )
     tmp = temporary_sibling(path)
+    try:
+        _write_group(tmp, vocab, topic_totals, (np.asarray(indptr, np.int64), topics, values),
+                     (t_indptr, t_words, t_values), n_topics, n_words, alpha, eta, attrs)
+        publish_dir(tmp, path, overwrite=True)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-written is left beside the model
+        if is_disk_full(e):
+            needed = model_bytes(n_topics, n_words, len(t_values)) + sum(len(str(w).encode()) for w in vocab)
+            raise no_space(path.parent, f"the model {path.name}", needed, up_to=True) from e
+        raise
+    return path
+
+
+def model_bytes(n_topics: int, n_words: int, entries: int) -> int:
+    """The model's arrays before compression, its vocabulary aside: at most what it takes on disk."""
+    return 8 * (n_topics + 1) + 8 * (n_words + 1) + 8 * n_topics + 16 * entries
+
+
+def _write_group(tmp: Path, vocab, topic_totals, word_major, topic_major, n_topics: int, n_words: int,
+                 alpha: float, eta: float, attrs: dict | None) -> None:
+    indptr, topics, values = word_major
+    t_indptr, t_words, t_values = topic_major
     group = zarr.open_group(tmp, mode="w")
 
     def put(g, name, values, dtype, chunk):
@@ -73,8 +96,6 @@ def write_model(path: str | os.PathLike, word_major, topic_totals, vocab, *, alp
         "eta": eta,
         **(attrs or {}),
     })
-    publish_dir(tmp, path, overwrite=True)
-    return path
 
 
 class Model:

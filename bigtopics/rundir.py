@@ -2,7 +2,7 @@
 
     <run>/settings.json      the settings, the store's path and fingerprint (written atomically)
          /metrics.jsonl      one JSON record per report; a line torn by a crash is skipped
-         /checkpoints/       checkpoint-<step>.npz files (checkpoints.py)
+         /checkpoints/       step-<minibatch>.ckpt files (checkpoints.py)
          /table/             the memory-mapped topic-word table, rebuilt from a checkpoint on resume
          /assignments/       with exclude-own, each document's latest assignments
          /model.zarr         the model, written every few minutes and at the end (model.py)
@@ -16,6 +16,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .atomic import is_disk_full, no_space
 from .checkpoints import CheckpointError, list_checkpoints, read_checkpoint_meta
 from .memory import format_bytes
 from .model import MODEL_NAME
@@ -69,7 +70,12 @@ def fresh_dir(path: Path) -> Path:
     """An empty directory for memory-mapped arrays (the table, the saved assignments), whose files
     are rebuilt on every start."""
     shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
+    try:
+        path.mkdir(parents=True)
+    except OSError as e:
+        if is_disk_full(e):
+            raise no_space(path.parent, f"the folder {path.name}", None) from e
+        raise
     return path
 
 

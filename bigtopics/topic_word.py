@@ -20,12 +20,14 @@ than RAM works; otherwise they live in memory.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 from pathlib import Path
 
 import numpy as np
 
-from .atomic import temporary_sibling
+from .atomic import is_disk_full, no_space, temporary_sibling
 from .kernels.table import (
     add_scaled,
     capacities_for,
@@ -39,36 +41,91 @@ MIN_POOL_SLOTS = 4096
 
 
 class _ArrayFiles:
-    """Creates and grows 1-d arrays: .npy memory maps in a directory, or plain memory."""
+    """Creates and grows 1-d arrays: .npy memory maps in a directory, or plain memory.
 
-    def __init__(self, directory: str | Path | None):
+    A file's blocks are allocated (posix_fallocate) before it is mapped, so a full disk is an
+    error when the array is created or grown (DiskFullError, naming the directory and the bytes
+    it needed), never a SIGBUS when a page of the map is first written. `what` names the arrays
+    in that error ("the topic-word table").
+    """
+
+    def __init__(self, directory: str | Path | None, what: str = "the topic-word table"):
         self.directory = None if directory is None else Path(directory)
+        self.what = what
         self.maps: dict[str, np.memmap] = {}
         if self.directory is not None:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                if is_disk_full(e):
+                    raise no_space(self.directory.parent, self.what, None) from e
+                raise
 
     def new(self, name: str, dtype, length: int, copy_from: np.ndarray | None = None) -> np.ndarray:
         """A zeroed array (its start copied from `copy_from` if given) stored under `name`."""
         if self.directory is None:
             array = np.zeros(length, dtype)
-        else:
-            # Build the new file under a temporary name, then swap it in: the old map stays
-            # valid (its file unlinked) until the caller drops it.
-            path = self.directory / f"{name}.npy"
-            building = temporary_sibling(path, "grow")
-            memmap = np.lib.format.open_memmap(building, mode="w+", dtype=dtype, shape=(length,))
+            if copy_from is not None:
+                array[: len(copy_from)] = copy_from
+            return array
+        # Build the new file under a temporary name, then swap it in: the old map stays valid
+        # (its file unlinked) until the caller drops it.
+        path = self.directory / f"{name}.npy"
+        building = temporary_sibling(path, "grow")
+        try:
+            memmap = _allocated_memmap(building, np.dtype(dtype), int(length))
             array = np.asarray(memmap)
-        if copy_from is not None:
-            array[: len(copy_from)] = copy_from
-        if self.directory is not None:
+            if copy_from is not None:
+                array[: len(copy_from)] = copy_from
             os.replace(building, path)
-            self.maps[name] = memmap
+        except BaseException as e:
+            building.unlink(missing_ok=True)
+            if is_disk_full(e):
+                raise no_space(self.directory, self.what, _npy_bytes(np.dtype(dtype), int(length))) from e
+            raise
+        self.maps[name] = memmap
         return array
 
     def close(self) -> None:
         for memmap in self.maps.values():
             memmap.flush()
         self.maps.clear()
+
+
+def _npy_header(dtype: np.dtype, length: int) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (length,)})
+    return buffer.getvalue()
+
+
+def _npy_bytes(dtype: np.dtype, length: int) -> int:
+    """The size of the .npy file of a 1-d array."""
+    return len(_npy_header(dtype, length)) + length * dtype.itemsize
+
+
+def _allocated_memmap(path: Path, dtype: np.dtype, length: int) -> np.memmap:
+    """A new .npy file of `length` zeros with every block allocated on disk, memory-mapped.
+
+    The same file as np.lib.format.open_memmap writes, but open_memmap leaves it sparse: a
+    store into a page whose block the full disk cannot supply then kills the process with
+    SIGBUS. posix_fallocate reserves the blocks first, so a full disk is an OSError (ENOSPC)
+    here; a filesystem that cannot reserve blocks gets the sparse file as before.
+    """
+    header = _npy_header(dtype, length)
+    size = len(header) + length * dtype.itemsize
+    with open(path, "xb") as f:
+        f.write(header)
+        f.flush()
+        try:
+            os.posix_fallocate(f.fileno(), 0, size)
+        except AttributeError:  # not on this OS (macOS)
+            f.truncate(size)
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            f.truncate(size)
+    return np.memmap(path, dtype=dtype, mode="r+", offset=len(header), shape=(length,))
 
 
 class TopicWordTable:
@@ -235,13 +292,12 @@ class TopicWordTable:
     @classmethod
     def from_state(cls, state: dict, directory: str | Path | None = None) -> "TopicWordTable":
         """The table `state` came from; the same future updates give bit-identical results."""
+        cls.check_state(state)  # before anything is allocated: the sizes come from a file
         table = cls(int(state["n_topics"]), int(state["n_words"]), directory, int(state["initial_capacity"]))
         indptr = np.asarray(state["indptr"], np.int64)
         topics = np.asarray(state["topics"], np.int32)
         stored = np.asarray(state["stored_values"], np.float64)
         topic_sums = np.asarray(state["topic_sums"], np.float64)
-        if len(indptr) != table.n_words + 1 or len(topic_sums) != table.n_topics or len(topics) != indptr[-1]:
-            raise ValueError("inconsistent table state: array lengths do not match n_words / n_topics")
         sizes = np.diff(indptr)
         capacities = capacities_for(sizes, table.initial_capacity)
         table._row_size[:] = sizes
@@ -259,6 +315,45 @@ class TopicWordTable:
         table.reset_below = float(state["reset_below"])
         table.drop_below = float(state["drop_below"])
         return table
+
+    @staticmethod
+    def check_state(state: dict) -> None:
+        """ValueError unless `state` is a table's state (TopicWordTable.state()) whose arrays agree
+        with its sizes and hold possible values: from_state allocates by the declared sizes and
+        its kernels index by the stored topics, so a damaged or crafted state must stop here."""
+        try:
+            n_topics, n_words = int(state["n_topics"]), int(state["n_words"])
+            capacity = int(state["initial_capacity"])
+            indptr, topics, stored, sums = (np.asarray(state[k]) for k in ("indptr", "topics", "stored_values",
+                                                                          "topic_sums"))
+            scalars = [float(state[k]) for k in ("pi", "mass_dropped", "reset_below", "drop_below")]
+            n_resets = int(state["n_resets"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"inconsistent table state: {type(e).__name__} {e}") from None
+        problems = []
+        if n_topics < 1 or n_words < 1 or n_resets < 0:
+            problems.append(f"K={n_topics}, V={n_words}, resets={n_resets}")
+        if capacity < 2 or capacity & (capacity - 1) or capacity > max(4, 2 << max(n_topics - 1, 0).bit_length()):
+            problems.append(f"initial capacity {capacity}")
+        if not (indptr.ndim == topics.ndim == stored.ndim == sums.ndim == 1):
+            problems.append("arrays of more than one dimension")
+        elif len(indptr) != n_words + 1 or len(sums) != n_topics:
+            problems.append(f"{len(indptr)} row pointers and {len(sums)} topic sums for V={n_words}, K={n_topics}")
+        elif not (indptr.dtype.kind in "iu" and topics.dtype.kind in "iu" and stored.dtype.kind == "f"
+                  and sums.dtype.kind == "f"):
+            problems.append("arrays of the wrong types")
+        elif indptr[0] != 0 or not (len(topics) == len(stored) == indptr[-1]):
+            problems.append(f"{indptr[-1]} entries declared, {len(topics)} topics and {len(stored)} values stored")
+        elif len(indptr) > 1 and not (0 <= (sizes := np.diff(indptr)).min() and sizes.max() <= n_topics):
+            problems.append("rows of negative length or with more entries than topics")
+        elif len(topics) and not (topics.min() >= 0 and topics.max() < n_topics):
+            problems.append("topic ids out of range")
+        elif not (np.isfinite(stored).all() and np.isfinite(sums).all() and (len(stored) == 0 or stored.min() >= 0)):
+            problems.append("values that are negative or not finite")
+        elif not (np.isfinite(scalars).all() and 0 < scalars[0] <= 1):
+            problems.append(f"scalars out of range (pi={scalars[0]})")
+        if problems:
+            raise ValueError(f"inconsistent table state: {'; '.join(problems)}")
 
     def close(self) -> None:
         """Flush the memory maps and release them (the table is unusable afterwards)."""
