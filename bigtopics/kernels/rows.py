@@ -9,7 +9,6 @@ values from the copy as from the table.
 from __future__ import annotations
 
 import numba
-import numpy as np
 from numba import njit, prange
 
 from .ranges import even_ranges
@@ -20,7 +19,6 @@ def copy_segments(source_start, capacity, pool_topics, pool_values, out_start, t
     """The segments of the given rows back to back into (topics, values) from out_start[r]
     (out_start: n + 1 running sums of capacity); the rows are split between the threads by
     their slots."""
-    n_rows = source_start.shape[0]
     bounds = even_ranges(out_start, numba.get_num_threads())
     for part in prange(bounds.shape[0] - 1):
         for r in range(bounds[part], bounds[part + 1]):
