@@ -286,9 +286,8 @@ def local_step_options(fn):
 @user_errors
 def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwrite, quiet, storage_options, **given):
     """Train a topic model on STORE (written by `bigtopics ingest`), or resume a run."""
-    from .memory import format_bytes, peak_rss_bytes
     from .settings import TrainSettings, parse_interval
-    from .trainer import Trainer
+    from .trainer import Trainer, summary
 
     given = {k: v for k, v in given.items() if v is not None}
     _, snapshot_seconds = parse_interval(snapshot_every, "snapshot interval")
@@ -304,13 +303,7 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
                                    "(no -o or --overwrite)")
         trainer = Trainer.resume(resume_dir, quiet=quiet, options=options, store=store, **given)
         run_dir = resume_dir
-        if trainer.state.docs_seen >= trainer.docs_limit():
-            trainer.finish()
-            click.echo(f"{resume_dir} has already finished ({trainer.state.docs_seen:,} documents seen); "
-                       "give --epochs or --max-docs beyond that to train further", err=True)
-            trainer.lock.release()
-            return
-        if not quiet:
+        if not quiet and trainer.state.docs_seen < trainer.docs_limit():
             st = trainer.state
             click.echo(f"resuming {resume_dir} from {trainer.resumed_from.path.name} "
                        f"(epoch {st.epoch}, minibatch {st.step}, {st.docs_seen:,} documents seen)", err=True)
@@ -319,18 +312,16 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
             raise click.UsageError("give STORE, -o RUN_DIR and -k TOPICS (or --resume RUN_DIR)")
         trainer = Trainer(store, run_dir, TrainSettings(**given), quiet=quiet, **options)
     model_path = trainer.run(overwrite=overwrite)
-    st = trainer.state
+    if trainer.already_finished:
+        click.echo(f"{run_dir} has already finished ({trainer.state.docs_seen:,} documents seen); "
+                   "give --epochs or --max-docs beyond that to train further", err=True)
+        return
     if trainer.stop_signal is not None:
-        click.echo(f"stopped at minibatch {st.step} with a checkpoint; continue with:\n"
+        click.echo(f"stopped at minibatch {trainer.state.step} with a checkpoint; continue with:\n"
                    f"    bigtopics train --resume {run_dir}", err=True)
         sys.exit(130)
     if not quiet:
-        click.echo(
-            f"trained {trainer.settings.n_topics} topics: {st.docs_seen:,} documents seen ({st.tokens_seen:,} tokens) "
-            f"in {st.seconds:.1f} s ({st.tokens_seen / max(st.seconds, 1e-9):,.0f} tokens/s); "
-            f"table {trainer.table.n_entries:,} entries, peak memory {format_bytes(peak_rss_bytes())}",
-            err=True,
-        )
+        click.echo(summary(trainer), err=True)
         click.echo(f"model: {model_path}   (top words: bigtopics topics {run_dir})", err=True)
 
 

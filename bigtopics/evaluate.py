@@ -21,6 +21,7 @@ from .infer import DocTopics
 from .model import Model, load_model
 from .outputs import canonical_location, check_output_file, is_url, output_kind
 from .rundir import SETTINGS_NAME
+from .workers import use_threads
 from .store import open_store
 
 EVALUATION_NAME = "evaluation.json"
@@ -77,15 +78,12 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
     (`storage_options` for them, bigtopics/outputs.py); the output is a local file, which replaces
     an earlier evaluation but any other existing file only with `overwrite` (and never a file
     inside a store or model, nor a run's own files)."""
-    import numba
-
     validate_options(heldout_docs=heldout_docs, methods=methods, particles=particles, top_n=top_n,
                      prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed, workers=workers)
     output = Path(output) if output else evaluation_path(run)
     check_output_file(output, overwrite, is_evaluation, "a bigtopics evaluation")
     model = load_model(run)
-    n_workers = workers or numba.config.NUMBA_NUM_THREADS
-    numba.set_num_threads(min(n_workers, numba.config.NUMBA_NUM_THREADS))
+    n_workers = use_threads(workers)
     if store is None:
         store = _run_store(run)
     result = {"evaluation_format_version": EVALUATION_FORMAT_VERSION,

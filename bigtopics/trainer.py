@@ -17,26 +17,22 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import sys
-import threading
 import time
-import warnings
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-from .assignments import SavedAssignments, assignment_bytes, topic_dtype
+from .assignments import SavedAssignments, topic_dtype
 from .atomic import DiskFullError, atomic_write_bytes, is_disk_full, no_space
 from .checkpoints import (START_OF_RUN, CheckpointError, CheckpointInfo, load_latest_checkpoint, never_checkpointed,
                           remove_temporaries, save_checkpoint)
 from .executors import Executor, StepTask, make_executor
 from .frozen import SlotBuffers, TableRows
 from .heldout import heldout_documents, heldout_loglik
-from .memory import available_bytes, format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
-from .model import MODEL_NAME, model_bytes, write_model
+from .memory import format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
+from .model import MODEL_NAME, write_model
 from .outputs import check_output, holds_files, is_url, read_json
 from .plan import EpochPlan
 from .progress import Progress
@@ -44,66 +40,11 @@ from .reader import read_documents
 from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, RunLock, RunState, fresh_dir,
                      read_metrics, read_settings)
 from .settings import TrainSettings, learning_rate, parse_interval, recorded_settings
-from .store import Store, open_store
+from .store import open_store
 from .topic_word import TopicWordTable
+from .resources import check_resources
+from .stopping import StopOnSignal
 from .workers import thread_count
-
-# Rough bytes per stored table entry (topic, value, hash slack) for the up-front disk check.
-TABLE_BYTES_PER_ENTRY = 24
-# Bytes per table entry while a checkpoint or a model snapshot gathers the table in memory
-# (topics and values word-major, the compressed copy or the topic-major transpose).
-GATHER_BYTES_PER_ENTRY = 40
-
-
-def resource_estimate(store: Store, settings: TrainSettings) -> tuple[dict[str, int], int]:
-    """(disk per part of the run directory, memory) a run may need at most, before it starts.
-
-    The table cannot hold more entries than K x V, nor (much) more than the corpus's distinct
-    (document, word) pairs times the topics a word takes in a document. On disk: the table's
-    memory-mapped files, the saved assignments, the checkpoints kept plus the one being written
-    (uncompressed: at most their size), and the model twice (a snapshot is written beside the
-    one it replaces). In memory: the table gathered for a checkpoint or a snapshot (the table
-    itself is memory-mapped, so RAM is not needed to hold it).
-    """
-    k, v = settings.n_topics, store.n_words
-    entries = min(k * v, store.nnz * min(k, 4))
-    saved = assignment_bytes(store, k) if settings.exclude_own else 0
-    saved_in_checkpoint = store.n_tokens * topic_dtype(k).itemsize if settings.exclude_own else 0
-    checkpoint = 8 * (v + 1) + 12 * entries + 8 * k + saved_in_checkpoint
-    kept = settings.keep_checkpoints + 1
-    disk = {
-        "the table": 16 * v + entries * TABLE_BYTES_PER_ENTRY,
-        "the saved assignments": saved,
-        f"{kept} checkpoints": kept * checkpoint,
-        "the model twice": 2 * (model_bytes(k, v, entries) + 16 * v),
-    }
-    return {what: n for what, n in disk.items() if n}, entries * GATHER_BYTES_PER_ENTRY + saved_in_checkpoint
-
-
-def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> None:
-    """Refuse, before any work, a run that cannot fit on the disk that holds it (disk counted as
-    disk: RAM does not hold the table, which is memory-mapped), and warn if a checkpoint of the
-    largest possible table would not fit in the memory available."""
-    disk, memory = resource_estimate(store, settings)
-    needed = sum(disk.values())
-    free = shutil.disk_usage(run_dir).free
-    if needed > free:
-        parts = ", ".join(f"{what} {format_bytes(n)}" for what, n in disk.items())
-        hints = ["use fewer topics or a smaller vocabulary"]
-        if settings.exclude_own:
-            hints.append("train with --include-own")
-        if settings.keep_checkpoints > 1:
-            hints.append("keep fewer checkpoints")
-        raise ValueError(
-            f"the run may need up to {format_bytes(needed)} of disk ({parts}) but {run_dir} has only "
-            f"{format_bytes(free)} free; free some disk, {', '.join(hints[:-1])}{' or ' if len(hints) > 1 else ''}"
-            f"{hints[-1]}")
-    available = available_bytes()
-    if memory > available:
-        warnings.warn(f"a checkpoint or model snapshot of the largest table this run can grow to gathers up to "
-                      f"{format_bytes(memory)} in memory, and {format_bytes(available)} is available; if the "
-                      "table grows that large, use fewer topics or a smaller vocabulary", stacklevel=3)
-
 
 class Trainer:
     """Runs, or resumes, one training run in a run directory.
@@ -297,7 +238,7 @@ class Trainer:
             if not overwrite and (self.run_dir / SETTINGS_NAME).exists():
                 raise FileExistsError(f"{self.run_dir} already holds a run (use --resume to continue it, "
                                       "--overwrite to start afresh)")
-            check_output(self.run_dir, overwrite, [self.store.location])
+            check_output(self.run_dir, overwrite, [self.store.location], kind="run")
             self.lock.acquire()  # refuses a run that another process is training
             try:
                 shutil.rmtree(self.run_dir)
@@ -399,8 +340,13 @@ class Trainer:
         A full disk (the table growing, a checkpoint, a snapshot, the metrics log, the saved
         assignments) stops it with a DiskFullError naming the place and the bytes it needed; the
         newest checkpoint written stands, and `resume` continues from it once there is space."""
+        self.already_finished = self.table is not None and self.state.docs_seen >= self.docs_limit()
         try:
-            with _StopOnSignal(self), self._full_disk_hint():
+            if self.already_finished:  # a resumed run with nothing left to do: its records, once
+                with self._full_disk_hint():
+                    self.finish()
+                return self.run_dir / MODEL_NAME
+            with StopOnSignal(self), self._full_disk_hint():
                 if self.table is None:
                     self.start(overwrite)
                     self.write_checkpoint()  # so a run killed before its first interval can still resume
@@ -575,29 +521,12 @@ class Trainer:
         return out
 
 
-class _StopOnSignal:
-    """First Ctrl-C or SIGTERM: finish the minibatch, checkpoint, stop. A second: exit at once."""
-
-    def __init__(self, trainer: Trainer):
-        self.trainer = trainer
-        self.previous = {}
-
-    def _handle(self, signum, frame):
-        self.trainer.stop_signal = signum
-        signal.signal(signum, signal.SIG_DFL)  # the next one terminates the process immediately
-        if not self.trainer.quiet:
-            print(f"\n{signal.Signals(signum).name}: finishing this minibatch and writing a checkpoint "
-                  "(send it again to exit at once; the last checkpoint stands)", file=sys.stderr, flush=True)
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self.previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
+def summary(trainer: Trainer) -> str:
+    """What a finished run did, in one line (the CLI prints it)."""
+    st = trainer.state
+    return (f"trained {trainer.settings.n_topics} topics: {st.docs_seen:,} documents seen ({st.tokens_seen:,} tokens) "
+            f"in {st.seconds:.1f} s ({st.tokens_seen / max(st.seconds, 1e-9):,.0f} tokens/s); table "
+            f"{trainer.table.n_entries:,} entries, peak memory {format_bytes(peak_rss_bytes())}")
 
 
 def train(store_path, run_dir, settings: TrainSettings, *, overwrite: bool = False, quiet: bool = False,

@@ -103,10 +103,10 @@ def test_a_model_given_for_a_store_and_the_reverse_are_named(corpus, tmp_path):
 
 
 def test_a_table_that_cannot_fit_is_refused(corpus, tmp_path, monkeypatch):
-    import bigtopics.trainer as trainer_module
+    import bigtopics.resources as resources
 
-    monkeypatch.setattr(trainer_module, "available_bytes", lambda: 1000)
-    monkeypatch.setattr(trainer_module.shutil, "disk_usage", lambda path: type("U", (), {"free": 1000})())
+    monkeypatch.setattr(resources, "available_bytes", lambda: 1000)
+    monkeypatch.setattr(resources.shutil, "disk_usage", lambda path: type("U", (), {"free": 1000})())
     with pytest.raises(ValueError, match="may need up to"):
         Trainer(corpus, tmp_path / "run", TrainSettings(n_topics=50), quiet=True).run()
 
