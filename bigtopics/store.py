@@ -172,7 +172,7 @@ class StoreWriter:
         overwrite: bool = False,
         storage_options: dict | None = None,
     ):
-        self.target = NewGroup(location, overwrite, storage_options)
+        self.target = NewGroup(location, overwrite, storage_options, kind="store")
         self.location, self.path = self.target.location.text, self.target.location.path
         self.group = self.target.group
         self.index_dtype, self.count_dtype = np.dtype(index_dtype), np.dtype(count_dtype)

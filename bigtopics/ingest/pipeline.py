@@ -120,7 +120,7 @@ def ingest(
 
 
 def _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite) -> None:
-    check_output(output, overwrite, inputs)
+    check_output(output, overwrite, inputs, kind="store")
     if workers < 0:
         raise ValueError("--workers must be at least 1 (or 0: all cores)")
     if tokenizer.min_length < 1:
