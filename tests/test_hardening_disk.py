@@ -175,7 +175,6 @@ def test_a_disk_filled_by_training_stops_in_one_line_and_resumes_to_the_same_mod
     run = small_disk.path / "run"
     small_disk.resize("1m")  # whichever of the table, a checkpoint, the assignments or the model comes first
     line = error_line(train_cli(corpus, "-o", run, *ARGS))
-    print(line)
     assert "no space left on" in line.lower() and str(small_disk.path) in line and "needed" in line
     assert f"bigtopics train --resume {run}" in line
     assert not leftovers(run)
@@ -209,7 +208,6 @@ def test_a_full_disk_at_each_write_is_one_line_and_the_run_resumes(
         fill_on(monkeypatch, trainer_module, "SavedAssignments", small_disk)
         expected = f"no space left on {run / 'assignments'} for the saved assignments: it needed"
     line = error_line(train_cli(corpus, "-o", run, *ARGS))
-    print(line)
     assert expected in line and line.endswith(f"; free space and resume with bigtopics train --resume {run}"), line
     assert not leftovers(run)
     if what == "checkpoint":
@@ -443,7 +441,6 @@ def test_a_crafted_checkpoint_fails_in_one_line_without_allocating(stopped_run, 
     line = error_line(result)
     assert "none of the 1 checkpoints" in line
     assert len(warned) == 1 and str(warned[0].message).startswith(f"{newest.path}: ")
-    print(how, "->", warned[0].message)
     assert peak < 200 << 20, f"{how}: {peak / 2**20:.0f} MiB allocated"
     table = stopped_run / "table"
     on_disk = sum(p.stat().st_blocks * 512 for p in table.rglob("*")) if table.exists() else 0
