@@ -23,7 +23,7 @@ import zarr
 from click.testing import CliRunner
 
 import bigtopics.trainer as trainer_module
-from bigtopics import checkpoints
+from bigtopics import checkpoints, resources
 from bigtopics.atomic import DiskFullError
 from bigtopics.checkpoints import (MAGIC, CheckpointDamaged, list_checkpoints, list_damaged, read_checkpoint,
                                    save_checkpoint)
@@ -262,14 +262,14 @@ def test_a_metrics_line_cut_by_a_full_disk_is_taken_back(corpus, tmp_path, monke
 
 
 def test_the_upfront_check_counts_disk_as_disk_and_not_memory(corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr(trainer_module, "available_bytes", lambda: 1 << 50)  # memory does not hold the table
-    monkeypatch.setattr(trainer_module.shutil, "disk_usage", lambda path: type("U", (), {"free": 100_000})())
+    monkeypatch.setattr(resources, "available_bytes", lambda: 1 << 50)  # memory does not hold the table
+    monkeypatch.setattr(resources.shutil, "disk_usage", lambda path: type("U", (), {"free": 100_000})())
     result = train_cli(corpus, "-o", tmp_path / "run", *ARGS)
     line = error_line(result)
     assert "of disk (the table " in line and "the saved assignments" in line and "3 checkpoints" in line
     assert "the model twice" in line and f"{tmp_path / 'run'} has only 97.7 KiB free" in line
-    disk, memory = trainer_module.resource_estimate(open_store(corpus),
-                                                    TrainSettings(n_topics=40, epochs=2, keep_checkpoints=2))
+    disk, memory = resources.resource_estimate(open_store(corpus),
+                                               TrainSettings(n_topics=40, epochs=2, keep_checkpoints=2))
     assert set(disk) == {"the table", "the saved assignments", "3 checkpoints", "the model twice"}
     assert memory > 0
 
