@@ -67,6 +67,7 @@ def test_alias_table_gives_each_outcome_its_weight(weights):
         assert abs(chi_squared_z(counts, weights / weights.sum())) < 4
 
 
+@pytest.mark.slow
 def test_row_tables_are_built_per_row():
     rng = np.random.default_rng(1)
     lengths = [3, 0, 1, 40, 7, 0, 12]
@@ -117,6 +118,7 @@ def document_state(other):
     return n_dk, doc_topics, len(present)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("w", range(N_WORDS))
 def test_exact_alias_draw_follows_the_dense_conditional(token_problem, w):
     frozen, weights, other = token_problem
@@ -134,6 +136,7 @@ def mh_from(starts, seeds, w, i, n_counted, alpha, n_steps, n_dk, z, view):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("w", [0, 3, 5])
 @pytest.mark.parametrize("n_steps", [1, 2, 3])
 @pytest.mark.parametrize("during_initialisation", [False, True])
@@ -170,6 +173,7 @@ def test_mh_chain_from_no_topic_converges_to_the_conditional(token_problem):
     assert abs(chi_squared_z(np.bincount(after, minlength=N_TOPICS), target)) < 4
 
 
+@pytest.mark.slow
 # --- whole minibatches -------------------------------------------------------------------------
 @pytest.mark.parametrize("sampler", ["alias", "mh"])
 def test_marginals_match_exact_posterior_of_a_short_document(sampler):

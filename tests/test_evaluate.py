@@ -52,6 +52,7 @@ def tiny(tmp_path_factory):
     return dense_model(tmp_path_factory.mktemp("tiny") / "model.zarr", N)
 
 
+@pytest.mark.slow
 def test_left_to_right_matches_the_exact_evidence(tiny):
     """With many particles the estimate must be within 1% of log p(w) summed over all 3^5
     topic configurations, for each of two documents."""
@@ -89,6 +90,7 @@ def test_split_tokens_partitions_each_document_whatever_the_batch():
     np.testing.assert_array_equal(alone.words, observed.words[observed.indptr[2]:])
 
 
+@pytest.mark.slow
 def test_document_completion_matches_the_exact_posterior_mean(tiny):
     """Gibbs-fitted theta with many saved sweeps must score the held-out half within 0.03 nats
     of the exact posterior mean of theta (enumerating the observed half's configurations)."""
@@ -132,6 +134,7 @@ def trained(tmp_path_factory):
     return store, run
 
 
+@pytest.mark.slow
 def test_coherence_matches_brute_force_counting(trained):
     store_path, run = trained
     store, model = open_store(store_path), load_model(run)
@@ -178,6 +181,7 @@ def test_evaluate_refuses_a_store_with_another_vocabulary(trained, tmp_path):
     assert result.exit_code == 2 and "vocabulary" in result.output
 
 
+@pytest.mark.slow
 # -- evaluation.json and the model it scored --------------------------------------------------------
 def test_export_and_report_use_evaluation_json_only_for_the_model_it_scored(trained, tmp_path):
     """Evaluate, train further: export and report must leave the stale figures out and say so;

@@ -140,6 +140,7 @@ def test_pruning_rules(tmp_path):
     assert "min-df 2" in report.summary() and "max-vocab 2" in report.summary()
 
 
+@pytest.mark.slow
 def test_one_and_two_workers_write_identical_stores(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", random_docs(3000, seed=1))
     run(src, tmp_path / "w1.zarr", workers=1, pruning=Pruning(min_df=2, max_df=0.9))
@@ -185,6 +186,7 @@ def test_existing_output_needs_overwrite(tmp_path):
     assert result.exit_code == 2 and "--overwrite" in result.output
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_only_earlier_output_and_never_an_input(tmp_path):
     texts = tmp_path / "texts"
     texts.mkdir()
@@ -240,6 +242,7 @@ def test_a_damaged_store_is_an_error_not_wrong_documents(tmp_path):
         store.read_docs(0, store.n_docs)
 
 
+@pytest.mark.slow
 def test_killed_ingest_leaves_no_valid_store(tmp_path):
     src = tmp_path / "big.jsonl"
     src.write_bytes("".join(json.dumps(d) + "\n" for d in random_docs(2000)).encode() * 100)

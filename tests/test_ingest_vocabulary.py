@@ -42,6 +42,7 @@ def corpus(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_new_store_has_the_old_ids_and_drops_other_words(corpus, tmp_path):
     old = open_store(corpus / "old.zarr")
     report = ingest(corpus / "new.jsonl", tmp_path / "new.zarr", vocabulary=corpus / "old.zarr", workers=1,

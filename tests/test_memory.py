@@ -32,6 +32,7 @@ def freed_mib(mode: str) -> float:
     return float(out.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
                     reason="glibc's malloc")
 def test_freed_large_arrays_leave_the_process():

@@ -126,6 +126,7 @@ def test_a_url_without_its_filesystem_package_says_what_to_install(monkeypatch):
         open_store("nosuchfs://bucket/books.zarr")
 
 
+@pytest.mark.slow
 # -- on S3 (moto) ------------------------------------------------------------------------------------
 def test_ingest_to_s3_holds_the_same_store_as_a_local_ingest(s3, corpus, tmp_path):
     url = s3.url("library/books.zarr")
@@ -273,6 +274,7 @@ def test_a_missing_bucket(s3, corpus):
     assert isinstance(error, FileNotFoundError) and "does not exist" in str(error)
 
 
+@pytest.mark.slow
 def test_wrong_credentials(s3, corpus, monkeypatch):
     ingest([corpus], s3.url("books.zarr"), quiet=True, workers=1)
     s3.require_auth()  # moto now checks keys: the test's are unknown to it, i.e. wrong

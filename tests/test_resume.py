@@ -100,6 +100,7 @@ def test_two_trainers_never_share_a_run_directory(corpus, tmp_path):
     Trainer.resume(run, quiet=True, max_docs=400).run()
 
 
+@pytest.mark.slow
 def test_more_epochs_continue_the_same_run(corpus, tmp_path):
     one = tmp_path / "one"
     # exclude_own is settled when a run starts (on for several epochs): a run meant to grow asks for it

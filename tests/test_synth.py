@@ -317,6 +317,7 @@ def test_uci_malformed_line_is_named(tmp_path, uci_tool, bad_line, message):
     assert not (tmp_path / "u.store").exists()
 
 
+@pytest.mark.slow
 def test_uci_tool_reports_errors_without_traceback(tmp_path):
     write_docword(tmp_path / "docword.txt", [{}] * 2, 3, ["1 1 1", "2 two 1"])
     (tmp_path / "vocab.txt").write_text("a\nb\nc\n")
