@@ -340,7 +340,7 @@ class Trainer:
         A full disk (the table growing, a checkpoint, a snapshot, the metrics log, the saved
         assignments) stops it with a DiskFullError naming the place and the bytes it needed; the
         newest checkpoint written stands, and `resume` continues from it once there is space."""
-        self.already_finished = self.table is not None and self.state.docs_seen >= self.docs_limit()
+        self.already_finished = self.resumed_from is not None and self.state.docs_seen >= self.docs_limit()
         try:
             if self.already_finished:  # a resumed run with nothing left to do: its records, once
                 with self._full_disk_hint():
