@@ -1,9 +1,10 @@
 """Frozen views of the topics for one minibatch: what a local step reads while the table stays fixed.
 
-`TableRows` is a self-contained copy of the topic-word table's rows for the minibatch's words
-(slot for slot, kernels/rows.py) with the topic totals and the scale pi: picklable, small (it
-grows with the rows of the minibatch's words, never with K x V), and what an executor ships to
-its workers. Exclude-own is a subtraction on it (`without`), never on the live table.
+`TableRows` is the topic-word table's rows for the minibatch's words with the topic totals and
+the scale pi: a view of the table's pool in process, pickled as those rows' entries alone (it
+grows with the rows of the minibatch's words, never with K x V), which is what an executor
+ships to its workers. Exclude-own is a subtraction on a copy of the rows (`without`), never on
+the live table.
 
 `FrozenTopics` is the estimate of beta the samplers read, split as smoothing[k] + coef[k, w]
 (kernels/frozen.py), built from TableRows (`TableRows.freeze`) or from the CSR rows of a model

@@ -51,7 +51,7 @@ import zarr
 from .atomic import atomic_write_bytes
 from .frozen import frozen_point_estimates, local_ids
 from .local_steps.gibbs import gibbs_sample
-from .minibatch import Minibatch
+from .minibatch import Minibatch, gather_rows
 from .reader import read_ahead
 from .model import Model, load_model
 from .outputs import Location, NewGroup, OutputLock, check_output, locate
@@ -148,11 +148,7 @@ class ModelRows:
 
     def rows(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The same contract as Model.rows, for ascending words among these rows'."""
-        r = local_ids(self.words, np.asarray(words, np.int64))
-        starts, stops = self.indptr[r], self.indptr[r + 1]
-        indptr = np.concatenate([[0], np.cumsum(stops - starts)])
-        take = np.repeat(starts - indptr[:-1], stops - starts) + np.arange(indptr[-1])
-        return indptr, self.topics[take], self.values[take]
+        return gather_rows(self.indptr, self.topics, self.values, local_ids(self.words, np.asarray(words, np.int64)))
 
     @property
     def nbytes(self) -> int:

@@ -11,8 +11,9 @@ its words and its statistics' nonzeros, never with K x V: the driver keeps the t
 A step whose merge is exact (gibbs) gives the same model however a minibatch is cut, so with
 shard_docs 0 it is cut into one shard per worker: each worker then receives the rows of its
 shard's words once. Any other step's shards are fixed by the run's settings (`shard_docs`, 0:
-one shard), never by the cluster's size, since its float sums depend on the grouping. Reading the next minibatch's shards is submitted before
-the current one samples. A task that fails (a lost worker, a storage hiccup) is retried; a lost
+one shard), never by the cluster's size, since its float sums depend on the grouping.
+
+Reading the next minibatch's shards is submitted before the current one samples. A task that fails (a lost worker, a storage hiccup) is retried; a lost
 worker's documents are read again by the scheduler from the task that read them.
 """
 
@@ -219,7 +220,7 @@ def infer_parts(client, model, store: Store, starts: list[int], docs_per_part: i
     def submit_next() -> None:
         start = next(todo, None)
         if start is not None:
-            part = client.submit(worker.infer_part, store, start, start + docs_per_part, settings, pure=False,
+            part = client.submit(worker.infer_part, store, start, start + docs_per_part, pure=False,
                                  retries=RETRIES)
             words = client.submit(worker.infer_words, part, pure=False, retries=RETRIES)
             reading[words] = (start, part)

@@ -49,7 +49,7 @@ def shard_previous_stats(batch: Minibatch, saved: np.ndarray, unvisited: int, n_
     return previous_stats(batch, saved, unvisited, n_topics)
 
 
-def infer_part(store: Store, start: int, stop: int, settings) -> tuple:
+def infer_part(store: Store, start: int, stop: int) -> tuple:
     """Read documents [start, stop) and give back their distinct words; the documents stay here."""
     from ..infer import block_minibatch
 
