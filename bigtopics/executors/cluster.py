@@ -13,8 +13,9 @@ shard_docs 0 it is cut into one shard per worker: each worker then receives the 
 shard's words once. Any other step's shards are fixed by the run's settings (`shard_docs`, 0:
 one shard), never by the cluster's size, since its float sums depend on the grouping.
 
-Reading the next minibatch's shards is submitted before the current one samples. A task that fails (a lost worker, a storage hiccup) is retried; a lost
-worker's documents are read again by the scheduler from the task that read them.
+Reading the next minibatch's shards is submitted before the current one samples. A task that
+fails (a lost worker, a storage hiccup) is retried; a lost worker's documents are read again by
+the scheduler from the task that read them.
 """
 
 from __future__ import annotations
