@@ -48,6 +48,10 @@ CONSONANTS = "bdfghjklmnprstvz"
 VOWELS = "aiou"
 MIN_SYLLABLES = 3
 FORMATS = ("store", "jsonl")
+# The Dirichlet's base measure over the words: "uniform" is LDA's symmetric prior; "zipf" centres
+# every topic on one Zipfian distribution, so that all topics give the frequent words high
+# probability, as function words and spelling are shared by every topic of a real library.
+BASE_MEASURES = ("uniform", "zipf")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class CorpusSpec:
     alpha: float = 0.1
     eta: float = 0.01
     seed: int = 0
+    base: str = "uniform"  # a name in BASE_MEASURES
+    zipf_exponent: float = 1.0  # base "zipf": m_w proportional to (w + 1)^-zipf_exponent
 
     def validate(self) -> None:
         checks = [
@@ -70,6 +76,8 @@ class CorpusSpec:
             (self.mean_length >= 1, "the mean document length must be at least 1"),
             (self.alpha > 0 and self.eta > 0, "alpha and eta must be positive"),
             (0 <= self.seed < 2**63, "the seed must be a non-negative 63-bit integer"),
+            (self.base in BASE_MEASURES, f"unknown base measure {self.base!r}; choose one of {', '.join(BASE_MEASURES)}"),
+            (0 < self.zipf_exponent <= 10, "the Zipf exponent must be in (0, 10]"),
         ]
         for ok, message in checks:
             if not ok:
@@ -92,12 +100,23 @@ class DocumentBlock:
         return len(self.offsets) - 1
 
 
+def base_measure(spec: CorpusSpec) -> np.ndarray:
+    """m (V, sums to 1): the mean of every topic's Dirichlet; uniform, or Zipfian m_w ~ (w + 1)^-s."""
+    if spec.base == "uniform":
+        return np.full(spec.n_words, 1.0 / spec.n_words)
+    m = np.arange(1, spec.n_words + 1, dtype=np.float64) ** -spec.zipf_exponent
+    return m / m.sum()
+
+
 def draw_topics(spec: CorpusSpec) -> np.ndarray:
-    """beta: K x V, rows ~ Dirichlet(eta), columns ordered by descending expected frequency."""
+    """beta: K x V, rows ~ Dirichlet(V eta m) for the base measure m (base_measure: with the
+    uniform base, Dirichlet(eta)), columns ordered by descending expected frequency."""
     rng = np.random.default_rng(spec.seed)
     beta = np.empty((spec.n_topics, spec.n_words))
+    # The concentration V eta is the same for every base: eta stays the mean parameter per word.
+    concentration = spec.eta if spec.base == "uniform" else spec.n_words * spec.eta * base_measure(spec)
     for k in range(spec.n_topics):  # row by row: no K x V temporaries
-        beta[k] = symmetric_dirichlet(rng, spec.eta, spec.n_words)
+        beta[k] = dirichlet(rng, concentration, spec.n_words)
     # Under a symmetric alpha every topic is expected to be equally used: E[theta_k] = 1 / K.
     order = np.argsort(-beta.sum(axis=0), kind="stable")
     for k in range(spec.n_topics):
@@ -105,8 +124,9 @@ def draw_topics(spec: CorpusSpec) -> np.ndarray:
     return beta
 
 
-def symmetric_dirichlet(rng: np.random.Generator, concentration: float, size: int) -> np.ndarray:
-    """A draw from Dirichlet(concentration, ..., concentration) over `size` outcomes.
+def dirichlet(rng: np.random.Generator, concentration, size: int) -> np.ndarray:
+    """A draw from Dirichlet(concentration, ..., concentration) over `size` outcomes (or from
+    Dirichlet(concentration) if it is an array of `size` parameters).
 
     Normalised Gamma variates, taken in log space as log Gamma(a + 1) + log(U) / a: for the small
     concentrations of sparse priors the variates themselves underflow, possibly all of them.

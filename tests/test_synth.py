@@ -20,11 +20,12 @@ from bigtopics.kernels.synth import document_lengths
 from bigtopics.synth import (
     CorpusSpec,
     alias_tables,
+    base_measure,
     block_rows,
+    dirichlet,
     draw_topics,
     iter_document_blocks,
     pseudo_words,
-    symmetric_dirichlet,
     topic_recovery,
     truth_path,
     write_corpus,
@@ -72,11 +73,59 @@ def test_pseudo_words_are_distinct_letter_words_that_no_stop_word_can_be():
 def test_topics_are_dirichlet_draws(concentration):
     rng = np.random.default_rng(1)
     n = 5
-    draws = np.array([symmetric_dirichlet(rng, concentration, n) for _ in range(40_000)])
+    draws = np.array([dirichlet(rng, concentration, n) for _ in range(40_000)])
     np.testing.assert_allclose(draws.sum(1), 1)
     p = 1 / n
     np.testing.assert_allclose(draws.mean(0), p, atol=0.01)
     np.testing.assert_allclose(draws.var(0), p * (1 - p) / (n * concentration + 1), rtol=0.05)
+
+
+def test_dirichlet_with_a_parameter_per_outcome():
+    rng = np.random.default_rng(2)
+    a = np.array([3.0, 1.0, 0.5, 0.05, 0.01])
+    draws = np.array([dirichlet(rng, a, len(a)) for _ in range(40_000)])
+    np.testing.assert_allclose(draws.sum(1), 1)
+    m = a / a.sum()
+    np.testing.assert_allclose(draws.mean(0), m, atol=0.01)
+    np.testing.assert_allclose(draws.var(0), m * (1 - m) / (a.sum() + 1), rtol=0.07, atol=1e-5)
+
+
+def test_zipf_base_topics_share_their_frequent_words_and_differ_in_the_rest():
+    spec = CorpusSpec(n_docs=1, n_topics=50, n_words=5000, mean_length=10, eta=0.1, seed=4, base="zipf",
+                      zipf_exponent=1.0)
+    m = base_measure(spec)
+    np.testing.assert_allclose(m[:3] / m[0], [1, 1 / 2, 1 / 3])
+    beta = draw_topics(spec)
+    assert np.array_equal(beta, draw_topics(spec))  # seeded
+    assert not np.array_equal(beta, draw_topics(CorpusSpec(**{**spec.__dict__, "seed": 5})))
+    np.testing.assert_allclose(beta.sum(1), 1)
+    # Each topic is Dirichlet(V eta m) (V eta = 500): every topic gives the most frequent words about
+    # m_w (standard deviation sqrt(m_w (1 - m_w) / (V eta + 1)), under a seventh of m_w for the first three) ...
+    top = beta[:, :10] / m[:10]
+    assert top[:, :3].min() > 0.5 and abs(top.mean() - 1) < 0.05
+    assert (beta[:, :10].sum(1) > 0.2).all()
+    # ... while in the tail each word is frequent in few topics: the topics differ there.
+    tail = beta[:, 1000:] / beta[:, 1000:].sum(1, keepdims=True)
+    unit = tail / np.linalg.norm(tail, axis=1, keepdims=True)
+    assert (unit @ unit.T)[np.triu_indices(len(unit), 1)].mean() < 0.1
+    # A uniform base gives topics that share nothing in particular: their most frequent words differ.
+    uniform = draw_topics(CorpusSpec(**{**spec.__dict__, "base": "uniform"}))
+    assert (uniform[:, :10] / (1 / spec.n_words)).min() < 0.01
+
+
+def test_zipf_base_corpus_word_frequencies_are_zipfian():
+    spec = CorpusSpec(n_docs=2000, n_topics=20, n_words=2000, mean_length=100, seed=1, base="zipf",
+                      zipf_exponent=1.0)
+    _, blocks = draw(spec)
+    freq = np.bincount(concatenated(blocks, "tokens"), minlength=spec.n_words)
+    ranks = np.arange(1, 201)
+    slope = np.polyfit(np.log(ranks), np.log(np.sort(freq)[::-1][:200]), 1)[0]
+    assert -1.15 < slope < -0.85
+
+
+def test_an_unknown_base_measure_is_refused():
+    with pytest.raises(ValueError, match="unknown base measure"):
+        CorpusSpec(n_docs=1, n_topics=2, n_words=10, mean_length=5, base="flat").validate()
 
 
 def test_same_seed_same_corpus_whatever_the_block_size_other_seed_other_corpus():

@@ -11,7 +11,7 @@ import click
 
 from bigtopics.cli import user_errors
 from bigtopics.memory import format_bytes, peak_rss_bytes
-from bigtopics.synth import FORMATS, TOKENS_PER_BLOCK, CorpusSpec, truth_path, write_corpus
+from bigtopics.synth import BASE_MEASURES, FORMATS, TOKENS_PER_BLOCK, CorpusSpec, truth_path, write_corpus
 
 
 @click.command()
@@ -28,16 +28,22 @@ from bigtopics.synth import FORMATS, TOKENS_PER_BLOCK, CorpusSpec, truth_path, w
               help="document-topic Dirichlet parameter")
 @click.option("--eta", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True,
               help="topic-word Dirichlet parameter")
+@click.option("--base", type=click.Choice(BASE_MEASURES), default="uniform", show_default=True,
+              help="the topics' Dirichlet base measure: uniform (LDA's symmetric Dirichlet(eta)), or zipf: "
+                   "Dirichlet(V eta m) around one Zipfian m, so every topic gives the frequent words high probability")
+@click.option("--zipf-exponent", type=click.FloatRange(min=0, max=10, min_open=True), default=1.0, show_default=True,
+              help="--base zipf: m_w proportional to rank^-exponent")
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True)
 @click.option("--tokens-per-block", type=click.IntRange(min=1), default=TOKENS_PER_BLOCK, show_default=True,
               help="tokens drawn per block (memory; the output does not depend on it)")
 @click.option("--overwrite", is_flag=True, help="replace OUT and OUT.truth if they exist")
 @click.option("--quiet", is_flag=True, help="no progress output")
 @user_errors
-def main(out, fmt, n_docs, n_topics, n_words, mean_length, alpha, eta, seed, tokens_per_block, overwrite, quiet):
+def main(out, fmt, n_docs, n_topics, n_words, mean_length, alpha, eta, base, zipf_exponent, seed, tokens_per_block,
+         overwrite, quiet):
     """Draw a corpus from the LDA generative process into OUT, its true parameters into OUT.truth/."""
     spec = CorpusSpec(n_docs=n_docs, n_topics=n_topics, n_words=n_words, mean_length=mean_length,
-                      alpha=alpha, eta=eta, seed=seed)
+                      alpha=alpha, eta=eta, seed=seed, base=base, zipf_exponent=zipf_exponent)
     summary = write_corpus(spec, out, fmt, overwrite=overwrite, quiet=quiet, tokens_per_block=tokens_per_block)
     click.echo(
         f"wrote {out} ({fmt}): {summary['n_docs']:,} documents, {summary['n_tokens']:,} tokens "
