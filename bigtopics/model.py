@@ -28,6 +28,7 @@ import zarr
 
 from .atomic import is_disk_full, no_space, publish_dir, temporary_sibling
 from .kernels.csr import transpose_csr
+from .settings import MAX_TOPICS
 from .store import CSR_ENCODING, StoreError, check_format, default_compressors
 
 MODEL_FORMAT_VERSION = 1
@@ -111,12 +112,13 @@ class Model:
         self.group = zarr.open_group(path, mode="r")
         self.attrs = dict(self.group.attrs)
         check_format(path, self.attrs, "model_format_version", MODEL_FORMAT_VERSION)
-        self.n_topics = int(self.attrs["n_topics"])
-        self.n_words = int(self.attrs["n_words"])
+        self.n_topics, self.n_words = check_model_header(path, self.group, self.attrs)
         self.alpha = float(self.attrs["alpha"])
         self.eta = float(self.attrs["eta"])
         self._topic_totals = np.asarray(self.group["topic_totals"][:])
         self._indptr = np.asarray(self.group["topic_word/indptr"][:])
+        check_counts(path, "topic_totals", self._topic_totals)
+        check_indptr(path, "topic_word/indptr", self._indptr, self.group["topic_word/indices"].shape[0])
         self._vocab = None
         self._word_rows = None
 
@@ -133,6 +135,9 @@ class Model:
             # inference touches most rows over a corpus: hold them (memory ∝ model entries)
             self._word_rows = tuple(np.asarray(self.group[f"word_topic/{name}"][:])
                                     for name in ("indptr", "indices", "data"))
+            check_indptr(self.path, "word_topic/indptr", self._word_rows[0], len(self._word_rows[1]))
+            check_ids(self.path, "word_topic/indices", self._word_rows[1], self.n_topics)
+            check_counts(self.path, "word_topic/data", self._word_rows[2])
         word_indptr, word_topics, word_values = self._word_rows
         words = np.asarray(words, np.int64)
         starts, stops = word_indptr[words], word_indptr[words + 1]
@@ -153,8 +158,11 @@ class Model:
     def topic_entries(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(word ids, N[k, w]) of the stored entries of topic k."""
         lo, hi = int(self._indptr[k]), int(self._indptr[k + 1])
-        return (np.asarray(self.group["topic_word/indices"][lo:hi], np.int64),
-                np.asarray(self.group["topic_word/data"][lo:hi], np.float64))
+        words = np.asarray(self.group["topic_word/indices"][lo:hi], np.int64)
+        values = np.asarray(self.group["topic_word/data"][lo:hi], np.float64)
+        check_ids(self.path, "topic_word/indices", words, self.n_words)
+        check_counts(self.path, "topic_word/data", values)
+        return words, values
 
     def word_probabilities(self, k: int) -> np.ndarray:
         """p(w | k) for every word (dense, V)."""
@@ -174,6 +182,51 @@ class Model:
             extra = [w for w in range(self.n_words) if w not in stored][: n - len(out)]
             out += [(self.vocab[w], self.eta / norm) for w in extra]
         return out
+
+
+# -- checks of a model read from disk: a damaged or crafted file is one line, never a traceback
+# or an allocation its real data does not need ---------------------------------------------------
+def _damaged(path, what: str) -> StoreError:
+    return StoreError(f"the model {path} is damaged: {what} (train again, or restore it from a checkpoint)")
+
+
+def check_model_header(path, group, attrs: dict) -> tuple[int, int]:
+    """(K, V) from the attributes, after checking every array's declared shape against them."""
+    try:
+        n_topics, n_words = int(attrs["n_topics"]), int(attrs["n_words"])
+        alpha, eta = float(attrs["alpha"]), float(attrs["eta"])
+        shapes = {name: group[name].shape for name in
+                  ("vocab", "topic_totals", "topic_word/indptr", "topic_word/indices", "topic_word/data",
+                   "word_topic/indptr", "word_topic/indices", "word_topic/data")}
+    except (KeyError, TypeError, ValueError) as e:
+        raise _damaged(path, f"{e} is missing or not a number") from None
+    if not 1 <= n_topics <= MAX_TOPICS or n_words < 1:
+        raise _damaged(path, f"n_topics {n_topics}, n_words {n_words}")
+    if not (np.isfinite(alpha) and alpha > 0 and np.isfinite(eta) and eta > 0):
+        raise _damaged(path, f"alpha {alpha}, eta {eta} (both must be finite and positive)")
+    entries = shapes["topic_word/indices"]
+    expected = {"vocab": (n_words,), "topic_totals": (n_topics,), "topic_word/indptr": (n_topics + 1,),
+                "topic_word/data": entries, "word_topic/indptr": (n_words + 1,),
+                "word_topic/indices": entries, "word_topic/data": entries}
+    for name, shape in expected.items():
+        if shapes[name] != shape:
+            raise _damaged(path, f"{name} declares shape {shapes[name]}, expected {shape}")
+    return n_topics, n_words
+
+
+def check_counts(path, name: str, values: np.ndarray) -> None:
+    if not np.all(np.isfinite(values)) or (len(values) and values.min() < 0):
+        raise _damaged(path, f"{name} holds values that are not finite and non-negative")
+
+
+def check_ids(path, name: str, ids: np.ndarray, limit: int) -> None:
+    if len(ids) and int(ids.max()) >= limit:
+        raise _damaged(path, f"{name} holds id {int(ids.max())}, beyond the {limit} there are")
+
+
+def check_indptr(path, name: str, indptr: np.ndarray, entries: int) -> None:
+    if indptr[0] != 0 or indptr[-1] != entries or np.any(np.diff(indptr) < 0):
+        raise _damaged(path, f"{name} is not an ascending offset array from 0 to {entries}")
 
 
 def load_model(path: str | os.PathLike) -> Model:

@@ -37,6 +37,7 @@ from typing import Iterator
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
+from zarr.core.sync import sync
 
 from .outputs import KIND_ATTRIBUTES, Location, NewGroup, StoreError, locate
 
@@ -264,6 +265,14 @@ class StoreWriter:
             self.abort()
 
 
+async def _count_chunk_keys(store, names: list[str]) -> dict[str, int]:
+    """How many chunk objects each array of `names` holds (keys listed, not generated)."""
+    counts = {}
+    for name in names:
+        counts[name] = sum([1 async for key in store.list_prefix(f"{name}/c")])
+    return counts
+
+
 class Store:
     """A read-only view of a store; arrays are read chunk by chunk on demand.
 
@@ -312,13 +321,22 @@ class Store:
     def _check_chunks(self) -> None:
         # Zarr reads a missing chunk as its fill value (word 0, count 0): training would go on, on
         # wrong documents. (Older stores omit chunks that equal the fill value throughout, which
-        # these arrays of a real corpus never do: counts are positive, words named.) Remotely this
-        # lists the chunk objects of the four arrays.
+        # these arrays of a real corpus never do: counts are positive, words named.) The declared
+        # shapes are checked against the group's counts first, and the chunks present are counted
+        # by listing them (zarr's nchunks_initialized builds every key the shape declares, so a
+        # damaged shape of 10^13 would exhaust memory before anything said so).
+        expected = {"indptr": self.n_docs + 1, "indices": self.nnz, "data": self.nnz, "vocab": self.n_words}
         with self._where.errors():
-            for name in ("indptr", "indices", "data", "vocab"):
+            for name, length in expected.items():
                 array = self.group[name]
-                missing = array.nchunks - array.nchunks_initialized
-                if missing:
+                if array.shape != (length,):
+                    raise StoreError(f"{self.location} is damaged: {name} declares shape {array.shape}, the store's "
+                                     f"counts say ({length},) (ingest it again)")
+            present = sync(_count_chunk_keys(self.group.store, list(expected)))
+            for name in expected:
+                array = self.group[name]
+                missing = array.nchunks - present[name]
+                if missing > 0:
                     raise StoreError(f"{self.location} is damaged: {missing} of the {array.nchunks} chunks of {name} "
                                      "are missing (ingest it again)")
 

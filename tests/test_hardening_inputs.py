@@ -431,3 +431,63 @@ def test_train_infer_export_end_to_end_with_odd_ids_and_words(odd, tmp_path):
     assert [unescape(line.split("\t")[1]) for line in lines[1:]] == odd["ids"]
     assert len((out / "vocab.txt").read_text(encoding="utf-8").splitlines()) == len(ODD_WORDS)
     assert math.isfinite(load_model(run).alpha)
+
+
+# -- damaged and crafted stores and models: one line naming the file, nothing allocated ------------
+def _declare_shape(array_dir, shape):
+    meta = json.loads((array_dir / "zarr.json").read_text())
+    meta["shape"] = list(shape)
+    (array_dir / "zarr.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("array", ["indptr", "indices", "data", "vocab"])
+def test_a_store_declaring_a_huge_shape_is_refused_before_any_allocation(odd, tmp_path, array):
+    store = shutil.copytree(odd["store"], tmp_path / "lying.zarr")
+    _declare_shape(store / array, (10**13,))
+    result = CliRunner().invoke(main, ["info", str(store)])
+    text = one_line_error(result)
+    assert "lying.zarr is damaged" in text and array in text and "10000000000000" in text
+
+
+def test_a_store_whose_counts_and_shapes_agree_on_a_huge_lie_is_refused_by_its_chunks(odd, tmp_path):
+    store = shutil.copytree(odd["store"], tmp_path / "lying.zarr")
+    _declare_shape(store / "indptr", (10**13 + 1,))
+    meta = json.loads((store / "zarr.json").read_text())
+    meta["attributes"]["n_docs"] = 10**13
+    (store / "zarr.json").write_text(json.dumps(meta))
+    text = one_line_error(CliRunner().invoke(main, ["info", str(store)]))
+    assert "lying.zarr is damaged" in text and "chunks of indptr are missing" in text
+
+
+def _damage_model(run, name, values):
+    array = zarr.open_array(run / "model.zarr" / name, mode="r+")
+    array[: len(values)] = values
+
+
+@pytest.mark.parametrize("name, values, said", [
+    ("topic_totals", [np.nan], "topic_totals holds values that are not finite"),
+    ("topic_totals", [-3.0], "topic_totals holds values that are not finite"),
+    ("topic_word/data", [np.inf], "topic_word/data holds values"),
+    ("topic_word/indices", [10**6], "topic_word/indices holds id 1000000"),
+    ("word_topic/indices", [N_TOPICS + 4], f"word_topic/indices holds id {N_TOPICS + 4}"),
+    ("word_topic/data", [-1.0], "word_topic/data holds values"),
+    ("topic_word/indptr", [5], "topic_word/indptr is not an ascending offset array"),
+])
+def test_a_model_with_bad_values_is_one_line_in_topics_and_infer(odd, tmp_path, name, values, said):
+    run = shutil.copytree(odd["run"], tmp_path / "run")
+    _damage_model(run, name, values)
+    # topics reads the topic-major copy, infer the word-major one; both read the totals and offsets
+    commands = {"topic_word": [["topics", str(run)]],
+                "word_topic": [["infer", str(run), str(odd["store"]), "-o", str(tmp_path / "dt.zarr")]]}
+    for args in commands.get(name.split("/")[0], commands["topic_word"] + commands["word_topic"]):
+        text = one_line_error(CliRunner().invoke(main, args))
+        assert "model.zarr is damaged" in text and said in text, (args, text)
+
+
+@pytest.mark.parametrize("array, shape", [("topic_totals", (10**12,)), ("word_topic/indices", (10**12,)),
+                                          ("vocab", (7,))])
+def test_a_model_declaring_wrong_shapes_is_refused_before_reading(odd, tmp_path, array, shape):
+    run = shutil.copytree(odd["run"], tmp_path / "run")
+    _declare_shape(run / "model.zarr" / array, shape)
+    text = one_line_error(CliRunner().invoke(main, ["topics", str(run)]))
+    assert "model.zarr is damaged" in text and f"{array} declares shape {shape}" in text
