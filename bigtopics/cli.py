@@ -414,6 +414,8 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
                         cluster=cluster, scheduler=scheduler)
     if not quiet:
         reused = f", {summary['parts_reused']} blocks reused from an interrupted run" if summary["parts_reused"] else ""
+        if summary["parts_damaged"]:
+            reused += f", {summary['parts_damaged']} damaged blocks of it computed again"
         click.echo(f"inferred {summary['n_docs']:,} documents ({summary['nnz']:,} topic weights){reused}: "
                    f"{summary['output']}", err=True)
 

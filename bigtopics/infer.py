@@ -244,7 +244,12 @@ def _infer_locked(model: Model, store: Store, output: Location, parts: Path, set
                 "settings": {k: v for k, v in asdict(settings).items() if k != "workers"}}
     _open_parts(parts, manifest, overwrite)
     starts = list(store.block_starts(docs_per_part))
-    todo = [s for s in starts if not (parts / _part_name(s)).exists()]
+    present = [s for s in starts if (parts / _part_name(s)).exists()]
+    damaged = [s for s in present
+               if not _usable_part(parts / _part_name(s), min(docs_per_part, store.n_docs - s), model.n_topics)]
+    for s in damaged:
+        (parts / _part_name(s)).unlink(missing_ok=True)
+    todo = [s for s in starts if s not in set(present) - set(damaged)]
     done_docs = store.n_docs - sum(min(docs_per_part, store.n_docs - s) for s in todo)
     if cluster is None and scheduler is None:
         n_workers = use_threads(settings.workers)
@@ -269,7 +274,22 @@ def _infer_locked(model: Model, store: Store, output: Location, parts: Path, set
     nnz = _assemble(parts, starts, output, model, store, settings, manifest, overwrite)
     shutil.rmtree(parts, ignore_errors=True)
     return {"n_docs": store.n_docs, "parts_computed": len(todo), "parts_reused": len(starts) - len(todo),
+            "parts_damaged": len(damaged),
             "nnz": nnz, "output": str(output.path) if output.path is not None else output.text}
+
+
+def _usable_part(path: Path, n_docs: int, n_topics: int) -> bool:
+    """Whether a part left by an interrupted run holds what infer_block writes for its n_docs
+    documents. Parts are checked, not trusted: one damaged after it was written is computed again."""
+    try:
+        with np.load(path, allow_pickle=False) as part:
+            indptr, indices, data, lengths = (part[name] for name in ("indptr", "indices", "data", "doc_lengths"))
+    except Exception:  # a truncated zip, a missing array, an unreadable file: all mean "compute it again"
+        return False
+    return bool(len(lengths) == n_docs and len(indptr) == n_docs + 1 and indptr[0] == 0
+                and indptr[-1] == len(indices) == len(data) and np.all(np.diff(indptr) >= 0)
+                and (len(indices) == 0 or int(indices.max()) < n_topics)
+                and np.all(np.isfinite(data)) and np.all(data >= 0))
 
 
 def _open_parts(parts: Path, manifest: dict, overwrite: bool) -> None:

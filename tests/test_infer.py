@@ -1,5 +1,6 @@
 """Inference of document-topic proportions: recovery, determinism, resumption, bad input."""
 
+import importlib
 import os
 import signal
 import subprocess
@@ -17,6 +18,8 @@ from bigtopics.model import load_model
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.settings import TrainSettings
 from bigtopics.trainer import train
+
+infer_module = importlib.import_module("bigtopics.infer")  # the package exports a function of that name
 
 SPEC = CorpusSpec(n_docs=6000, n_topics=6, n_words=300, mean_length=50, alpha=0.1, eta=0.02, seed=7)
 
@@ -117,6 +120,40 @@ def test_a_killed_infer_resumes_where_it_stopped(trained, tmp_path):
     assert not parts.exists()
     fresh = tmp_path / "fresh.zarr"
     infer(run, store, fresh, InferSettings(seed=5), quiet=True)  # in one part: the same result
+    a, b = arrays(out), arrays(fresh)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "emptied", "topic out of range", "not a zip"])
+def test_a_damaged_part_of_an_interrupted_infer_is_computed_again(trained, tmp_path, monkeypatch, damage):
+    store, run = trained
+    out, parts = tmp_path / "out.zarr", tmp_path / ".out.zarr.parts"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(infer_module, "_assemble", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            infer(run, store, out, InferSettings(seed=5), quiet=True, part_tokens=2000)
+    victim = sorted(parts.glob("part-*.npz"))[1]
+    raw = victim.read_bytes()
+    if damage == "truncated":
+        victim.write_bytes(raw[: len(raw) // 2])
+    elif damage == "emptied":
+        victim.write_bytes(b"")
+    elif damage == "not a zip":
+        victim.write_bytes(b"x" * len(raw))
+    else:
+        with np.load(victim) as part:
+            arrays_of_part = dict(part)
+        arrays_of_part["indices"][0] = 10_000
+        np.savez(victim, **arrays_of_part)
+    summary = infer(run, store, out, InferSettings(seed=5), quiet=True, part_tokens=2000)
+    assert summary["parts_damaged"] == 1 and summary["parts_computed"] == 1 and summary["parts_reused"] >= 2
+    fresh = tmp_path / "fresh.zarr"
+    infer(run, store, fresh, InferSettings(seed=5), quiet=True)
     a, b = arrays(out), arrays(fresh)
     for name in a:
         np.testing.assert_array_equal(a[name], b[name])
