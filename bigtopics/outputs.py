@@ -53,8 +53,8 @@ KIND_ATTRIBUTES = {"format_version": "a store", "model_format_version": "a model
                    "doc_topics_format_version": "document topics (bigtopics infer)"}
 # The kinds of output, as check_output's `kind` names them, and which command writes each.
 KINDS = {"store": "a store", "model": "a model", "doc_topics": "document topics", "run": "a training run",
-         "export": "an export"}
-KIND_COMMANDS = {"store": "ingest", "run": "train", "doc_topics": "infer", "export": "export"}
+         "export": "an export", "site": "a site"}
+KIND_COMMANDS = {"store": "ingest", "run": "train", "doc_topics": "infer", "export": "export", "site": "site"}
 # What a run directory and an export directory hold (top-level entries; fnmatch patterns), so
 # that --overwrite can tell a file a user added from bigtopics' own. A file the trainer or export
 # newly writes there must be added here. Hidden temporaries: atomic.temporary_sibling names
@@ -63,8 +63,10 @@ RUN_FILES = ("settings.json", "metrics.jsonl", "checkpoints", "table", "assignme
              "evaluation.json", "report.html")
 RUN_ENTRIES = RUN_FILES + (".lock", ".infer-*.parts", ".infer-*.lock") + tuple(f".{name}.*" for name in RUN_FILES)
 EXPORT_ENTRIES = ("topic_word.zarr", "vocab.txt", "topic_keys.tsv", "word_topic_counts.txt", "topics.jsonl",
-                  "pyldavis.json", "tw.json", "doc_topics.txt", "search.jsonl", "search_solr.jsonl", "dt.json.zip")
-OWN_ENTRIES = {"run": RUN_ENTRIES, "export": EXPORT_ENTRIES}
+                  "pyldavis.json", "doc_topics.txt", "search.jsonl", "search_solr.jsonl", "dfr-browser",
+                  "topic_word_weights.txt", "state.gz", "tw.json", "dt.json.zip")  # the last two: earlier exports'
+SITE_ENTRIES = ("index.html", "topic.html", "doc.html", "site.js", "site.css", "site.json", "data", "csv")
+OWN_ENTRIES = {"run": RUN_ENTRIES, "export": EXPORT_ENTRIES, "site": SITE_ENTRIES}
 # The attributes of a group while it is being written in place (object storage): complete groups
 # never carry "unfinished", since `NewGroup.publish` replaces all attributes at once.
 UNFINISHED = {"created_by": "bigtopics",
@@ -384,6 +386,8 @@ def output_kind(folder: Path) -> str | None:
         return "run"
     if (folder / "topic_keys.tsv").is_file() and (folder / "topic_word.zarr").is_dir():
         return "export"
+    if "site_format_version" in read_json(folder / "site.json"):
+        return "site"
     return None
 
 

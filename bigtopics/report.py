@@ -212,8 +212,10 @@ def find_chromium() -> str | None:
     return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 
 
-def render_in_browser(page: Path, screenshot: Path, *, width: int = 1200, height: int = 1600) -> str:
-    """Open the page in headless Chromium: save a screenshot and return the DOM after scripts ran.
+def render_in_browser(page: Path | str, screenshot: Path, *, width: int = 1200, height: int = 1600) -> str:
+    """Open the page (a file, or a URL such as file:///site/topic.html#k=3) in headless Chromium:
+    save a screenshot and return the DOM after scripts ran (those that load more scripts too:
+    Chromium's virtual clock runs up to 10 s of timers and loads first).
 
     The check behind "the report renders": `python -c 'from bigtopics.report import *;
     print(render_in_browser(Path("run/report.html"), Path("report.png"))[:500])'`, then look at
@@ -224,8 +226,9 @@ def render_in_browser(page: Path, screenshot: Path, *, width: int = 1200, height
     browser = find_chromium()
     if browser is None:
         raise FileNotFoundError("no chromium found (apt-get install -y chromium)")
-    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-    url = Path(page).resolve().as_uri()
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--virtual-time-budget=10000", "--hide-scrollbars"]
+    url = page if isinstance(page, str) and ":" in page else Path(page).resolve().as_uri()
     subprocess.run(flags + [f"--screenshot={Path(screenshot).resolve()}", f"--window-size={width},{height}", url],
                    check=True, capture_output=True, timeout=120)
     return subprocess.run(flags + ["--dump-dom", url], check=True, capture_output=True, text=True, timeout=120).stdout
