@@ -462,5 +462,29 @@ def report(run, output, doc_topics, store, overwrite, storage_options):
     click.echo(f"written: {path}", err=True)
 
 
+@main.command()
+@click.argument("run", type=click.Path(exists=True, file_okay=False))
+@click.option("--doc-topics", type=STORE, required=True, help="Output of `bigtopics infer` for the documents.")
+@click.option("--store", type=STORE, help="The store --doc-topics was inferred from (default: the one it records).")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Folder to write.")
+@click.option("--words", type=int, default=30, show_default=True, help="Top words on each topic's page.")
+@click.option("--top-books", type=int, default=25, show_default=True,
+              help="Books (documents in a store without sections) listed on each topic's page.")
+@click.option("--overwrite", is_flag=True, help="Replace an earlier site (never a folder holding other files).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@storage_options_option
+@user_errors
+def site(run, doc_topics, store, output, words, top_books, overwrite, quiet, storage_options):
+    """Write a static website (open OUTPUT/index.html, or serve the folder) to browse RUN's topics
+    and the documents of --doc-topics: a page per topic and per book, search, CSV downloads."""
+    from .site import build_site
+
+    result = build_site(run, output, doc_topics=doc_topics, store=store, n_words=words, n_books=top_books,
+                        overwrite=overwrite, quiet=quiet, storage_options=storage_options)
+    if not quiet:
+        click.echo(f"written: {result['output']}/index.html ({result['n_topics']} topics, {result['n_books']:,} "
+                   f"books, {result['n_docs']:,} documents)", err=True)
+
+
 if __name__ == "__main__":
     main()
