@@ -429,17 +429,30 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
               help="The store --doc-topics was inferred from (default: the one it records).")
 @click.option("--top-words", type=int, default=20, show_default=True, help="Words per topic in the keys files.")
 @click.option("--index", default="bigtopics", show_default=True, help="Elasticsearch/OpenSearch index name.")
+@click.option("--doc-topics-threshold", type=float, default=0.0, show_default=True,
+              help="As MALLET: 0 writes doc_topics.txt dense (every topic, in order); above 0, sparse "
+                   "(topic proportion pairs, largest first, those at least this).")
+@click.option("--doc-topics-max", type=int, default=-1, show_default=True,
+              help="As MALLET: at most this many topics per document in the sparse doc_topics.txt (-1: all).")
+@click.option("--topic-word-weights", is_flag=True,
+              help="Also write topic_word_weights.txt (MALLET's --topic-word-weights-file: K x V lines).")
+@click.option("--state", is_flag=True,
+              help="Also write state.gz (MALLET's --output-state: every token's topic), for runs trained with "
+                   "--exclude-own.")
 @click.option("--overwrite", is_flag=True,
               help="Replace an earlier export (never a store or run, nor a folder holding files export did not write).")
 @storage_options_option
 @user_errors
-def export(run, output, doc_topics, store, top_words, index, overwrite, storage_options):
+def export(run, output, doc_topics, store, top_words, index, doc_topics_threshold, doc_topics_max, topic_word_weights,
+           state, overwrite, storage_options):
     """Write RUN's topics (and inferred document topics) as MALLET, search-engine, pyLDAvis and
-    dfr-browser files."""
-    from .export import export as run_export
+    dfr-browser files (docs/formats.md)."""
+    from .export import ExportOptions, export as run_export
 
-    names = run_export(run, output, doc_topics=doc_topics, store=store, top_words=top_words, index=index,
-                       overwrite=overwrite, storage_options=storage_options)
+    options = ExportOptions(top_words=top_words, index=index, doc_topics_threshold=doc_topics_threshold,
+                            doc_topics_max=doc_topics_max, topic_word_weights=topic_word_weights, state=state)
+    names = run_export(run, output, doc_topics=doc_topics, store=store, options=options, overwrite=overwrite,
+                       storage_options=storage_options)
     click.echo(f"{output}: {', '.join(names)}", err=True)
 
 

@@ -1,5 +1,7 @@
 """Exports read back and compared with the model and the inferred document topics."""
 
+import csv
+import io
 import json
 import zipfile
 
@@ -71,25 +73,45 @@ def test_mallet_topic_keys_and_word_topic_counts(exported):
     np.testing.assert_array_equal(counts, np.rint(dense))
 
 
-def test_mallet_doc_topics_and_search_files(exported):
+def test_mallet_doc_topics_dense_and_search_files(exported):
     model, dt, out = exported
     lines = (out / "doc_topics.txt").read_text().splitlines()
-    assert lines[0] == "#doc name topic proportion ..."
     es = (out / "search.jsonl").read_text().splitlines()
     solr = (out / "search_solr.jsonl").read_text().splitlines()
-    assert len(lines) - 1 == len(solr) == len(es) // 2 == dt.n_docs
+    assert len(lines) == len(solr) == len(es) // 2 == dt.n_docs  # MALLET's dense form has no header
     for (d, topics, weights, length), line, solr_line, action, source in zip(
-            doc_rows(dt), lines[1:], solr, es[0::2], es[1::2]):
+            doc_rows(dt), lines, solr, es[0::2], es[1::2]):
         fields = line.split("\t")
         assert int(fields[0]) == d and fields[1] == str(d)  # synthetic ids are document numbers
-        assert [int(t) for t in fields[2::2]] == topics.tolist()
-        np.testing.assert_allclose([float(w) for w in fields[3::2]], weights, rtol=1e-5)
+        expected = np.full(model.n_topics, model.alpha / (length + model.n_topics * model.alpha))
+        expected[topics] = weights
+        np.testing.assert_allclose([float(w) for w in fields[2:]], expected, rtol=1e-5)
         assert json.loads(action) == {"index": {"_index": "bigtopics", "_id": str(d)}}
         record = json.loads(source)
         assert record["length"] == length
         assert record["topics"] == {f"topic_{t}": pytest.approx(w, rel=1e-5) for t, w in zip(topics, weights)}
         payloads = json.loads(solr_line)["topics"].split(" ") if len(topics) else []
         assert [p.split("|")[0] for p in payloads] == [f"topic_{t}" for t in topics]
+
+
+@pytest.mark.parametrize("threshold, most", [(0.05, -1), (0.05, 2), (1e-9, 3)])
+def test_mallet_doc_topics_sparse_with_threshold_and_max(exported, tmp_path, threshold, most):
+    model, dt, _ = exported
+    run, out = model.path.parent, tmp_path / "sparse"
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--doc-topics", str(dt.path),
+                                       "--doc-topics-threshold", str(threshold), "--doc-topics-max", str(most)])
+    assert result.exit_code == 0, result.output
+    lines = (out / "doc_topics.txt").read_text().split("\n")
+    assert lines[0] == "#doc name topic proportion ..." and lines[-1] == "" and len(lines) == dt.n_docs + 2
+    for (d, topics, weights, length), line in zip(doc_rows(dt), lines[1:]):
+        dense = np.full(model.n_topics, model.alpha / (length + model.n_topics * model.alpha))
+        dense[topics] = weights
+        order = np.argsort(-dense, kind="stable")[: most if most >= 0 else None]
+        kept = order[dense[order] >= threshold]
+        fields = line.split("\t")
+        assert fields[-1] == ""  # MALLET ends every pair with a tab
+        assert int(fields[0]) == d and [int(t) for t in fields[2:-1:2]] == kept.tolist()
+        np.testing.assert_allclose([float(w) for w in fields[3:-1:2]], dense[kept], rtol=1e-5)
 
 
 def test_overwrite_replaces_an_earlier_export_only(exported, tmp_path):
@@ -104,12 +126,15 @@ def test_overwrite_replaces_an_earlier_export_only(exported, tmp_path):
     assert (tmp_path / "site" / "index.html").read_text() == "mine"
 
 
-def test_dfr_browser_and_pyldavis_inputs(exported, tmp_path):
+def test_dfr_browser_folder_and_pyldavis_inputs(exported, tmp_path):
     model, dt, out = exported
+    folder = out / "dfr-browser"
+    assert sorted(p.name for p in folder.iterdir()) == ["dt.json.zip", "info.json", "meta.csv.zip",
+                                                        "topic_scaled.csv", "tw.json"]
     expected = np.zeros((dt.n_docs, dt.n_topics), np.int64)
     for d, topics, weights, length in doc_rows(dt):
         expected[d, topics] = np.rint(weights * length)
-    for path, per_pass in ((out / "dt.json.zip", None), (tmp_path / "dt.json.zip", 50)):  # one pass, many passes
+    for path, per_pass in ((folder / "dt.json.zip", None), (tmp_path / "dt.json.zip", 50)):  # one pass, many passes
         if per_pass:
             write_dfr_doc_topics(dt, path, entries_per_pass=per_pass)
         with zipfile.ZipFile(path) as archive:
@@ -119,13 +144,22 @@ def test_dfr_browser_and_pyldavis_inputs(exported, tmp_path):
             lo, hi = sparse["p"][k], sparse["p"][k + 1]
             got[sparse["i"][lo:hi], k] = sparse["x"][lo:hi]
         np.testing.assert_array_equal(got, expected)
-    tw = json.loads((out / "tw.json").read_text())
+    tw = json.loads((folder / "tw.json").read_text())
     assert len(tw["alpha"]) == len(tw["tw"]) == model.n_topics
     assert tw["tw"][0]["words"] == [w for w, _ in model.top_words(0, 8)]
+    with zipfile.ZipFile(folder / "meta.csv.zip") as archive:
+        rows = list(csv.reader(io.StringIO(archive.read("meta.csv").decode())))
+    assert rows[0] == ["id", "title", "tokens"] and len(rows) == dt.n_docs + 1
+    assert [int(r[2]) for r in rows[1:]] == [length for _, _, _, length in doc_rows(dt)]
+    scaled = np.loadtxt(folder / "topic_scaled.csv", delimiter=",")
+    assert scaled.shape == (model.n_topics, 2) and np.isfinite(scaled).all()
+    info = json.loads((folder / "info.json").read_text())
+    assert info["VIS"]["metadata"]["type"] == "base" and info["VIS"]["condition"]["spec"]["field"] == "tokens"
     vis = json.loads((out / "pyldavis.json").read_text())
+    assert vis["sort_topics"] is False and vis["start_index"] == 0
     dists = np.array(vis["topic_term_dists"])
-    np.testing.assert_allclose(dists.sum(1), 1.0, atol=1e-6)
-    assert dists.shape == (model.n_topics, len(vis["vocab"])) == (model.n_topics, len(vis["term_frequency"]))
+    assert vis["vocab"] == list(model.vocab)  # a small model: the whole vocabulary, the model's p(w|k)
+    np.testing.assert_allclose(dists, [model.word_probabilities(k) for k in range(model.n_topics)], rtol=1e-12)
     # identity doc_topic_dists weighted by doc_lengths gives pyLDAvis the topic sizes
     np.testing.assert_allclose(np.array(vis["doc_topic_dists"]).T @ np.array(vis["doc_lengths"]), model.topic_totals(),
                                rtol=1e-6)
@@ -170,7 +204,8 @@ def metadata_of(d: int) -> dict:
     doc_number) and one already taken by their prefixed form, an integer field with nulls
     (stored as float64 with NaN), a float field with some whole values, a plain integer field."""
     return {"topics": f"label-{d % 3}", "length": d * 10, "doc_number": "x", "meta_topics": "taken",
-            "birth": None if d % 4 == 0 else 1700 + d, "score": d / 8, "year": 1900 + d}
+            "birth": None if d % 4 == 0 else 1700 + d, "score": d / 8, "year": 1900 + d,
+            "places": None if d % 5 == 0 else ["usa", "uk"][: d % 3], "note": "[not a list" if d % 2 else ""}
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +244,19 @@ def test_search_files_are_strict_json_with_nulls_left_out_and_whole_numbers_as_i
         assert doc["year"] == 1900 + d and type(doc["year"]) is int
     for line in es[0::2]:
         strict_json(line)
+
+
+def test_list_metadata_is_written_as_arrays_in_search_files(exported_metadata):
+    out, _ = exported_metadata
+    for es_line, solr_line in zip((out / "search.jsonl").read_text().splitlines()[1::2],
+                                  (out / "search_solr.jsonl").read_text().splitlines()):
+        for doc in strict_json(es_line), strict_json(solr_line):
+            d = int(doc["id"])
+            if d % 5 == 0:
+                assert "places" not in doc  # missing: left out
+            else:
+                assert doc["places"] == ["usa", "uk"][: d % 3]  # an array an engine facets on, [] included
+            assert doc["note"] == ("[not a list" if d % 2 else "")  # text that only looks like a list stays text
 
 
 def test_metadata_named_like_export_fields_is_renamed_not_lost(exported_metadata, tmp_path):

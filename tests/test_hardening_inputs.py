@@ -249,14 +249,13 @@ def test_text_exports_keep_one_line_per_record_with_tabs_and_newlines_in_ids_and
         assert int(fields[0]) == w and unescape(fields[1]) == ODD_WORDS[w]
         assert all(len(pair.split(":")) == 2 for pair in fields[2:]) and len(fields) == 4
 
-    doc_lines = lines("doc_topics.txt")
-    assert len(doc_lines) == N_DOCS + 1 and doc_lines[0].startswith("#doc")
-    for d, line in enumerate(doc_lines[1:]):
+    doc_lines = lines("doc_topics.txt")  # MALLET's dense form: no header, every topic in order
+    assert len(doc_lines) == N_DOCS
+    for d, line in enumerate(doc_lines):
         fields = line.split("\t")
-        assert len(fields) == 2 + 2 * 2, fields
+        assert len(fields) == 2 + N_TOPICS, fields
         assert int(fields[0]) == d and unescape(fields[1]) == odd["ids"][d]
-        assert [int(t) for t in fields[2::2]] == [(d + 1) % N_TOPICS, d % N_TOPICS]
-        assert [float(p) for p in fields[3::2]] == pytest.approx([0.6, 0.3])
+        assert [float(fields[2 + t]) for t in ((d + 1) % N_TOPICS, d % N_TOPICS)] == pytest.approx([0.6, 0.3])
 
     # the JSON files keep the ids as they are
     search = (out / "search.jsonl").read_text(encoding="utf-8").split("\n")[:-1]
@@ -427,8 +426,8 @@ def test_train_infer_export_end_to_end_with_odd_ids_and_words(odd, tmp_path):
     result = runner.invoke(main, ["export", str(run), "-o", str(out), "--doc-topics", str(dt)])
     assert result.exit_code == 0, result.output
     lines = (out / "doc_topics.txt").read_text(encoding="utf-8").splitlines()
-    assert len(lines) == N_DOCS + 1
-    assert [unescape(line.split("\t")[1]) for line in lines[1:]] == odd["ids"]
+    assert len(lines) == N_DOCS
+    assert [unescape(line.split("\t")[1]) for line in lines] == odd["ids"]
     assert len((out / "vocab.txt").read_text(encoding="utf-8").splitlines()) == len(ODD_WORDS)
     assert math.isfinite(load_model(run).alpha)
 

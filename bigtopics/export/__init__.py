@@ -1,0 +1,110 @@
+"""Export a model (and inferred document topics) in the formats other tools read unchanged.
+
+One module per format, each with its WRITERS (base.Writer: the files, the function, what it needs
+and the option that turns it on); WRITERS here is their registry, in the order they run:
+
+  model_files  topic_word.zarr (anndata CSR, dimension_names for xarray), vocab.txt, topics.jsonl
+  mallet       topic_keys.tsv, word_topic_counts.txt, topic_word_weights.txt (opt-in),
+               doc_topics.txt (dense as MALLET's default; sparse with a threshold)
+  state        state.gz, MALLET's --output-state (opt-in; runs that keep per-token topics)
+  pyldavis     pyldavis.json, pyLDAvis.prepare's arguments with the model's numbers
+  dfr          dfr-browser/, a complete dfr-browser data folder
+  search       search.jsonl, search_solr.jsonl (Elasticsearch/OpenSearch, Solr)
+
+The files needing document topics are written with --doc-topics (output of `bigtopics infer`)
+and the store it was inferred from. Everything is written by streaming topics, words or document
+blocks; the largest thing held is one block of documents, or what each module's docstring bounds.
+The folder is written under a temporary name and published whole (atomic.publish_dir).
+docs/formats.md describes every file.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from ..atomic import publish_dir, temporary_sibling
+from ..diagnostics import top_word_ids
+from ..evaluate import current_evaluation
+from ..infer import DocTopics
+from ..model import load_model
+from ..outputs import check_output, is_url
+from ..settings import check_integer, check_real
+from ..store import StoreError, open_store
+from . import dfr, mallet, model_files, pyldavis, search, state
+from .base import ExportContext, ExportOptions, Writer
+from .dfr import write_dfr_doc_topics
+from .search import RESERVED, search_names
+from .text import escape_id, escape_word, text_ids, unescape
+
+WRITERS: tuple[Writer, ...] = (*model_files.WRITERS, *mallet.WRITERS, *state.WRITERS, *pyldavis.WRITERS,
+                               *dfr.WRITERS, *search.WRITERS)
+MAX_TOP_WORDS = 100_000
+
+__all__ = ["ExportOptions", "RESERVED", "WRITERS", "escape_id", "escape_word", "export", "search_names", "text_ids",
+           "unescape", "write_dfr_doc_topics"]
+
+
+def export(run, output, *, doc_topics=None, store=None, options: ExportOptions | None = None, overwrite: bool = False,
+           log=None, storage_options: dict | None = None, **option_values) -> list[str]:
+    """Write every export of a run into the directory `output` (published atomically) and return
+    the names written. `options` (or its fields as keywords: top_words=20, index="bigtopics",
+    doc_topics_threshold=0.0, doc_topics_max=-1, topic_word_weights=False, state=False) choose
+    the files' forms; notices (renamed metadata fields, a stale evaluation.json, a file left out)
+    go to `log` (default: stderr). `doc_topics` and `store` may be URLs (`storage_options` for
+    them; bigtopics/outputs.py); `output` is local."""
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    options = options or ExportOptions(**option_values)
+    check_integer(options.top_words, "--top-words", 1, MAX_TOP_WORDS)
+    check_real(options.doc_topics_threshold, "--doc-topics-threshold", 0.0, 1.0)
+    run = Path(run)
+    model = load_model(run)
+    check_integer(options.doc_topics_max, "--doc-topics-max", -1)
+    if options.state and not state.has_assignments(run):
+        raise ValueError(state.NO_ASSIGNMENTS.format(run=run))
+    output = Path(output)
+    check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="export")
+    dt = DocTopics(doc_topics, storage_options) if doc_topics else None
+    opened = None
+    if dt is not None:
+        store = store or dt.attrs.get("store")
+        if store is None or (not is_url(store) and not Path(store).exists()):
+            raise FileNotFoundError(f"the store {store} that {doc_topics} was inferred from is gone; give --store")
+        opened = open_store(store, storage_options)
+        if opened.n_docs != dt.n_docs or dt.n_topics != model.n_topics:
+            raise StoreError(f"{doc_topics} ({dt.n_docs:,} documents, {dt.n_topics} topics) does not match "
+                             f"{opened.location} ({opened.n_docs:,} documents) and the model ({model.n_topics} topics)")
+    ctx = ExportContext(run=run, model=model, options=options, diagnostics=_diagnostics(run, model, log), log=log,
+                        dt=dt, store=opened,
+                        top=[top_word_ids(model, k, options.top_words) for k in range(model.n_topics)])
+    tmp = temporary_sibling(output)
+    tmp.mkdir(parents=True)
+    try:
+        for writer in WRITERS:
+            if _wanted(writer, ctx):
+                writer.write(ctx, tmp)
+        publish_dir(tmp, output, overwrite=overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sorted(p.name for p in output.iterdir())
+
+
+def _wanted(writer: Writer, ctx: ExportContext) -> bool:
+    if writer.option is not None and not getattr(ctx.options, writer.option):
+        return False
+    if writer.needs == "doc_topics":
+        return ctx.dt is not None
+    if writer.needs == "assignments":
+        return state.has_assignments(ctx.run)
+    return True
+
+
+def _diagnostics(run, model, log) -> dict[int, dict]:
+    """Per-topic diagnostics from <run>/evaluation.json (`bigtopics evaluate`), if it scored this model."""
+    evaluation, notice = current_evaluation(run, model)
+    if notice:
+        log(notice)
+    skip = {"topic", "top_words"}
+    return {k: {key: v for key, v in r.items() if key not in skip} for k, r in evaluation.items()}

@@ -1,0 +1,206 @@
+"""dfr-browser's data folder, `dfr-browser/`: copy it to dfr-browser's `data/` (or point
+VIS.files at it) and serve dfr-browser's files; nothing in it needs editing.
+
+  info.json          title, meta_info, and VIS settings for metadata that is not JSTOR's:
+                     metadata and bibliography of type "base" (meta.csv has a header), and the
+                     variable topics are conditioned on (condition_field)
+  meta.csv.zip       meta.csv, RFC 4180 with a header: id, title (the id where the store has no
+                     titles), every metadata field of the store, and tokens (the document's length)
+  tw.json            {"alpha": [alpha_k], "tw": [{"words": top words, "weights": N[k, w] rounded}]}
+  dt.json.zip        dt.json, the documents x topics token counts round(theta[d, k] N_d) in
+                     compressed sparse columns {"i": doc per entry, "p": column pointers (K + 1),
+                     "x": counts}
+  topic_scaled.csv   two columns, the topics placed in the plane by classical multidimensional
+                     scaling of the Hellinger distances between their distributions over the union
+                     of their top SCALED_WORDS words (left out, with a notice, beyond
+                     SCALED_CELLS topics x words: dfr-browser then hides only its "scaled" view)
+
+Everything is streamed by document block; dt.json.zip holds the entries of a group of topics at a
+time (at most DT_ENTRIES_PER_PASS).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from ..diagnostics import top_word_ids
+from ..infer import DocTopics
+from .base import ExportContext, Writer, alphas, stored_counts, topic_counts, topic_norms
+
+FOLDER = "dfr-browser"
+DT_ENTRIES_PER_PASS = 1 << 25
+SCALED_WORDS = 100
+SCALED_CELLS = 1 << 25
+CONDITION_BINS = 20
+# metadata names tried first for the variable topics are conditioned on
+TIME_FIELDS = ("year", "date", "gutenberg_issued", "published", "issued")
+
+
+def write_dfr_browser(ctx: ExportContext, out: Path) -> None:
+    folder = out / FOLDER
+    folder.mkdir()
+    write_dfr_topic_words(ctx, folder / "tw.json")
+    write_dfr_doc_topics(ctx.dt, folder / "dt.json.zip")
+    write_dfr_metadata(ctx, folder / "meta.csv.zip")
+    scaled = topic_scaled(ctx)
+    if scaled is None:
+        ctx.log(f"export: {FOLDER}/topic_scaled.csv left out ({ctx.model.n_topics} topics x their top words is "
+                "too large to scale); dfr-browser's other views work without it")
+    else:
+        (folder / "topic_scaled.csv").write_text("".join(f"{x:.6f},{y:.6f}\n" for x, y in scaled), encoding="utf-8")
+    (folder / "info.json").write_text(json.dumps(browser_info(ctx), indent=1), encoding="utf-8")
+
+
+def write_dfr_topic_words(ctx: ExportContext, path: Path) -> None:
+    model = ctx.model
+    tw = [{"words": [str(w) for w in model.vocab[words]],
+           "weights": np.rint(stored_counts(model, k, words)).astype(int).tolist()} for k, words in enumerate(ctx.top)]
+    path.write_text(json.dumps({"alpha": alphas(model).tolist(), "tw": tw}), encoding="utf-8")
+
+
+def write_dfr_doc_topics(dt: DocTopics, path: Path, entries_per_pass: int = DT_ENTRIES_PER_PASS) -> None:
+    """dt.json (zipped). Topics are grouped so that one pass over the document topics collects at
+    most entries_per_pass entries; each group's columns are written in order."""
+    per_topic = np.zeros(dt.n_topics, np.int64)
+    for _, indptr, topics, weights, lengths in dt.iter_blocks():
+        counts = topic_counts(indptr, weights, lengths)
+        per_topic += np.bincount(topics[counts > 0], minlength=dt.n_topics)
+    p = np.concatenate([[0], np.cumsum(per_topic)])
+    groups, lo = [], 0
+    while lo < dt.n_topics:
+        hi = lo + 1
+        while hi < dt.n_topics and p[hi + 1] - p[lo] <= entries_per_pass:
+            hi += 1
+        groups.append((lo, hi))
+        lo = hi
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive, \
+            archive.open("dt.json", "w", force_zip64=True) as raw:
+        def write(text):
+            raw.write(text.encode())
+
+        for name, column in (("i", 0), ("x", 1)):
+            write(("{" if name == "i" else ",") + f'"{name}":[')
+            first_value = True
+            for lo, hi in groups:
+                docs, topics, counts = [], [], []
+                for first, indptr, t, weights, lengths in dt.iter_blocks():
+                    c = topic_counts(indptr, weights, lengths)
+                    keep = (t >= lo) & (t < hi) & (c > 0)
+                    docs.append(first + np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))[keep])
+                    topics.append(t[keep])
+                    counts.append(c[keep])
+                docs, topics, counts = np.concatenate(docs), np.concatenate(topics), np.concatenate(counts)
+                order = np.lexsort((docs, topics))
+                values = (docs if column == 0 else counts)[order]
+                if len(values):
+                    write(("" if first_value else ",") + ",".join(map(str, values.tolist())))
+                    first_value = False
+            write("]")
+        write(',"p":[' + ",".join(map(str, p.tolist())) + "]}")
+
+
+def _meta_columns(ctx: ExportContext) -> list[str]:
+    fields = [f for f in ctx.store.metadata_fields if f not in ("id", "title", "tokens")]
+    return ["id", "title", *fields, "tokens"]
+
+
+def write_dfr_metadata(ctx: ExportContext, path: Path) -> None:
+    store = ctx.store
+    titled = "title" in store.metadata_fields
+    columns = _meta_columns(ctx)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive, \
+            archive.open("meta.csv", "w", force_zip64=True) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        writer = csv.writer(text, lineterminator="\r\n")
+        writer.writerow(columns)
+        for first, _, _, _, lengths in ctx.dt.iter_blocks():
+            stop = first + len(lengths)
+            ids = store.doc_ids(first, stop).tolist()
+            values = {f: _csv_values(store.metadata(f, first, stop)) for f in columns[2:-1]}
+            titles = _csv_values(store.metadata("title", first, stop)) if titled else ids
+            writer.writerows([ids[i], titles[i] or ids[i], *(values[f][i] for f in columns[2:-1]), int(lengths[i])]
+                             for i in range(len(ids)))
+        text.flush()
+        text.detach()
+
+
+def _csv_values(values: np.ndarray) -> list:
+    if values.dtype.kind == "f":
+        return ["" if not math.isfinite(v) else int(v) if v == int(v) and abs(v) < 2 ** 53 else v
+                for v in values.tolist()]
+    return values.tolist()
+
+
+def condition_field(ctx: ExportContext) -> dict:
+    """VIS.condition: topics over a numeric field, a time-like one first (TIME_FIELDS), in about
+    CONDITION_BINS bins of a round width; else over the documents' lengths."""
+    store = ctx.store
+    numeric = [f for f in store.metadata_fields if store.metadata(f, 0, 0).dtype.kind in "iuf"
+               and f not in ("id", "title", "tokens")]
+    for f in sorted(numeric, key=lambda f: f.lower() not in TIME_FIELDS):  # stable: store order otherwise
+        lo, hi = math.inf, -math.inf
+        for start in store.block_starts():
+            v = store.metadata(f, start, start + store.docs_per_block).astype(np.float64)
+            v = v[np.isfinite(v)]
+            if len(v):
+                lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
+        if hi > lo:
+            return {"type": "continuous", "name": f, "spec": {"field": f, "step": _round_step((hi - lo) / CONDITION_BINS)}}
+    top = max((float(block[4].max()) for block in ctx.dt.iter_blocks() if len(block[4])), default=1.0)
+    return {"type": "continuous", "name": "tokens", "spec": {"field": "tokens", "step": _round_step(top / CONDITION_BINS)}}
+
+
+def _round_step(width: float) -> float:
+    """1, 2 or 5 times a power of ten, at least `width`."""
+    if width <= 0:
+        return 1
+    power = 10.0 ** math.floor(math.log10(width))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= width)
+    return int(step) if step >= 1 else step
+
+
+def browser_info(ctx: ExportContext) -> dict:
+    model, store = ctx.model, ctx.store
+    return {
+        "title": f"bigtopics: {ctx.run.name}",
+        "meta_info": f"<p>{model.n_topics} topics over {store.n_docs:,} documents and {model.n_words:,} words "
+                     f"(sum of alpha {alphas(model).sum():g}, eta {model.eta:g}), exported by bigtopics from "
+                     f"{ctx.run.name}. "
+                     "Document weights are token counts, round(theta N_d).</p>",
+        "VIS": {"metadata": {"type": "base", "spec": {"date_field": []}},
+                "bib": {"type": "base"}, "bib_view": {"major": "all", "minor": "raw"},
+                "condition": condition_field(ctx)},
+    }
+
+
+def topic_scaled(ctx: ExportContext) -> np.ndarray | None:
+    """K x 2 coordinates: classical MDS of the Hellinger distances between the topics' p(w | k)
+    over the union U of their top SCALED_WORDS words (each restricted distribution renormalised);
+    None when K x |U| exceeds SCALED_CELLS."""
+    model = ctx.model
+    words = np.unique(np.concatenate([top_word_ids(model, k, SCALED_WORDS) for k in range(model.n_topics)]))
+    if model.n_topics * len(words) > SCALED_CELLS:
+        return None
+    indptr, topics, values = model.rows(words)
+    p = np.full((model.n_topics, len(words)), model.eta)
+    p[topics, np.repeat(np.arange(len(words)), np.diff(indptr))] += values
+    p /= topic_norms(model)[:, None]
+    roots = np.sqrt(p / p.sum(1, keepdims=True))
+    gram = roots @ roots.T
+    centred = gram - gram.mean(0) - gram.mean(1)[:, None] + gram.mean()
+    values, vectors = np.linalg.eigh(centred)
+    order = np.argsort(values)[::-1][:2]
+    coords = vectors[:, order] * np.sqrt(np.maximum(values[order], 0.0))
+    if coords.shape[1] < 2:
+        coords = np.pad(coords, ((0, 0), (0, 2 - coords.shape[1])))
+    return coords
+
+
+WRITERS = (Writer((FOLDER,), write_dfr_browser, needs="doc_topics"),)

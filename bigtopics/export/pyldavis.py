@@ -1,0 +1,56 @@
+"""pyldavis.json: the arguments of pyLDAvis.prepare, `pyLDAvis.prepare(**json.load(f))`.
+
+pyLDAvis uses doc_topic_dists and doc_lengths only through the topic token counts
+sum_d theta_dk N_d, so a K x K identity with doc_lengths = N[k] gives it exactly the model's topic
+sizes without a documents x topics matrix. topic_term_dists are the model's p(w | k) =
+(eta + N[k, w]) / (V eta + N[k]), unchanged. pyLDAvis derives every term frequency from these two
+(sum_k p(w | k) N[k], the model's count of the word), not from term_frequency, which is given as
+the same numbers. Topics keep their ids: sort_topics false, start_index 0.
+
+Up to MAX_CELLS topics x words the vocabulary is whole. Beyond, it is the union of every topic's
+top PYLDAVIS_TERMS words and one more term, OTHER_WORDS, holding the rest of each topic's mass, so
+that the rows still sum to 1 (pyLDAvis refuses rows that do not) while every listed word keeps
+the model's probability.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..diagnostics import top_word_ids
+from .base import ExportContext, Writer, topic_norms
+
+PYLDAVIS_TERMS = 30
+MAX_CELLS = 1 << 21
+OTHER_WORDS = "(all other words)"
+
+
+def pyldavis_terms(ctx: ExportContext) -> np.ndarray:
+    model = ctx.model
+    if model.n_topics * model.n_words <= MAX_CELLS:
+        return np.arange(model.n_words)
+    return np.unique(np.concatenate([top_word_ids(model, k, PYLDAVIS_TERMS) for k in range(model.n_topics)]))
+
+
+def write_pyldavis(ctx: ExportContext, out: Path) -> None:
+    model = ctx.model
+    terms = pyldavis_terms(ctx)
+    indptr, topics, values = model.rows(terms)
+    dists = np.full((model.n_topics, len(terms)), model.eta)
+    dists[topics, np.repeat(np.arange(len(terms)), np.diff(indptr))] += values
+    dists /= topic_norms(model)[:, None]
+    vocab = [str(w) for w in model.vocab[terms]]
+    if len(terms) < model.n_words:
+        dists = np.concatenate([dists, np.maximum(1.0 - dists.sum(1, keepdims=True), 0.0)], axis=1)
+        vocab.append(OTHER_WORDS)
+    totals = model.topic_totals()
+    payload = {"topic_term_dists": dists.tolist(), "doc_topic_dists": np.eye(model.n_topics).tolist(),
+               "doc_lengths": totals.tolist(), "vocab": vocab, "term_frequency": (dists.T @ totals).tolist(),
+               "sort_topics": False, "start_index": 0}
+    (out / "pyldavis.json").write_text(json.dumps(payload), encoding="utf-8")
+
+
+WRITERS = (Writer(("pyldavis.json",), write_pyldavis),)
