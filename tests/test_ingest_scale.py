@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from bigtopics import open_store
-from bigtopics.ingest import Pruning, ingest
+from bigtopics.ingest import Pruning, ingest, runs
+from bigtopics.ingest.pipeline import MIN_BUDGET
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "ocr_corpus.py"
 NO_PRUNING = Pruning(min_df=1, max_df=1.0, max_vocab=None)
@@ -83,3 +84,31 @@ def cases(ocr, tmp: Path, **kw) -> dict[str, list]:
 
 def test_ocr_like_corpus_gives_the_recorded_stores(ocr, tmp_path):
     assert cases(ocr, tmp_path) == RECORDED
+
+
+def test_a_small_memory_budget_spills_many_runs_and_gives_the_same_stores(ocr, tmp_path):
+    assert cases(ocr, tmp_path, memory_limit=MIN_BUDGET, unit_bytes=1 << 16) == RECORDED
+    report = run(ocr, tmp_path / "again.zarr", pruning=SMALL_VOCAB, memory_limit=MIN_BUDGET, unit_bytes=1 << 16)
+    assert report.n_runs >= 4
+    assert report.n_distinct == 124_995  # nearly all of the 120,000 junk strings, the words seen, the Unicode ones
+    assert f"{report.n_distinct:,} distinct words seen, spilled in {report.n_runs} runs" in report.summary()
+
+
+@pytest.mark.slow
+def test_words_of_equal_hashes_are_still_told_apart(ocr, tmp_path, monkeypatch):
+    """The merge's path for a 64-bit hash collision (grouping by the words themselves) is exact too."""
+    monkeypatch.setattr(runs, "group_same_words", lambda *args: (np.zeros(0, np.int64), False))
+    assert cases(ocr, tmp_path, memory_limit=MIN_BUDGET, unit_bytes=1 << 16) == RECORDED
+
+
+def test_partitions_are_read_as_many_at_a_time_as_fit_the_budget():
+    bounds = np.arange(runs.N_PARTITIONS + 1) * 1000  # 1,000 words of 5 characters a partition, in each run
+    two_runs = [{"bounds": bounds.tolist(), "n_chars": 5 * int(bounds[-1])}] * 2
+    groups = runs.partition_groups(two_runs, budget=2000 * 3 * (40 + 20) * 16)
+    assert groups == [(p, p + 16) for p in range(0, runs.N_PARTITIONS, 16)]
+    assert runs.partition_groups(two_runs, budget=1) == [(p, p + 1) for p in range(runs.N_PARTITIONS)]
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_same_stores(ocr, tmp_path):
+    assert cases(ocr, tmp_path, workers=2, memory_limit=MIN_BUDGET, unit_bytes=1 << 16) == RECORDED

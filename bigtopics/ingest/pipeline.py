@@ -14,19 +14,20 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ..atomic import temporary_sibling
 from ..memory import budget_bytes, peak_rss_bytes
 from ..outputs import check_output, locate
 from ..readers import FormatOptions, InputReader
 from ..tokenizer import TokenizerSettings
 from .report import IngestReport
-from .vocabulary import FixedVocabulary, Pruning, fixed_ids, merge_vocabularies, prune, read_vocabulary
+from .runs import KnownWords, write_remaps
+from .vocabulary import FixedVocabulary, Pruning, fixed_vocabulary_counts, pruned_vocabulary, read_vocabulary
 from .workers import tokenize_all
 from .write import write_store
 
 SMALL_INPUT_BYTES = 16 << 20  # below this, worker processes cost more to start than they save
+MAX_DEFAULT_BUDGET = 1 << 30  # a bigger vocabulary share only makes fewer, bigger runs: no faster
+MIN_BUDGET = 16 << 20
 
 
 def ingest(
@@ -44,6 +45,7 @@ def ingest(
     log=None,
     unit_bytes: int | None = None,
     storage_options: dict | None = None,
+    memory_limit: int | None = None,
 ) -> IngestReport:
     """Read `inputs` (files or directories) and write the store `output`; see bigtopics/ingest/__init__.py.
 
@@ -57,7 +59,9 @@ def ingest(
     store's vocabulary, ids included; then `tokenizer` defaults to the one it records and
     `pruning` must not be given. Without it, `tokenizer` and `pruning` default to
     TokenizerSettings() and Pruning().
-    `unit_bytes` (input per work unit) defaults to a size that fits the memory available."""
+    `memory_limit` (bytes) bounds the vocabularies and buffers of all processes together, whatever
+    the number of distinct strings; it defaults to a quarter of the memory available, at most
+    1 GiB. `unit_bytes` (input per work unit) defaults to a size that fits it."""
     started = time.monotonic()
     output = locate(output, storage_options)
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -69,9 +73,10 @@ def ingest(
             vocabulary = read_vocabulary(vocabulary)
         tokenizer = tokenizer or vocabulary.tokenizer
     tokenizer, pruning = tokenizer or TokenizerSettings(), pruning or Pruning()
-    _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite)
+    _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite, memory_limit)
+    budget = memory_limit or budget_bytes(ceiling=MAX_DEFAULT_BUDGET)
     # A worker holds a few copies of its unit (bytes, str, code points, ids); the queue holds two per worker.
-    unit_bytes = unit_bytes or int(min(max(budget_bytes() // (16 * ((os.cpu_count() or 1) + 1)), 1 << 20), 8 << 20))
+    unit_bytes = unit_bytes or int(min(max(budget // (16 * ((os.cpu_count() or 1) + 1)), 1 << 20), 8 << 20))
     reader = InputReader(inputs, formats, unit_bytes, warn=log)
     # By default, start a process per core, but only when there are several units of work for them.
     n_workers = workers or max(1, min(os.cpu_count() or 1, reader.total_bytes // SMALL_INPUT_BYTES))
@@ -84,31 +89,32 @@ def ingest(
     else:
         spill_dir = Path(tempfile.mkdtemp(prefix="bigtopics-ingest-spill-"))
     try:
-        worker_settings = (tokenizer, formats, section_tokens, spill_dir)
-        summaries, vocab_files = tokenize_all(reader, worker_settings, n_workers, quiet)
+        # A run's vocabulary, and the copies made to spill it, take up to a third of a worker's share.
+        worker_settings = (tokenizer, formats, section_tokens, spill_dir, budget // (3 * n_workers))
+        summaries, runs = tokenize_all(reader, worker_settings, n_workers, quiet)
         report.phase_seconds["tokenize"] = time.monotonic() - started
         for s in summaries:
             report.stats.update(s["stats"])
         report.stats["binary_files_skipped"] = len(reader.skipped_binary)
-        words, term_counts, doc_freqs, local_to_merged = merge_vocabularies(vocab_files)
+        report.n_runs, report.memory_budget = len(runs), budget
+        report.run_bytes = sum(sum(p.stat().st_size for p in spill_dir.glob(f"run-{r['name']}.*")) for r in runs)
         if vocabulary is None:
             n_docs_before = sum(s["nonempty_rows"] for s in summaries)
-            new_id, report.pruned = prune(words, term_counts, doc_freqs, n_docs_before, pruning)
-            kept = np.flatnonzero(new_id >= 0)
-            final_words = [words[i] for i in kept[np.argsort(new_id[kept])]]
+            final_words, final_counts, final_dfs, report.pruned, report.n_distinct = pruned_vocabulary(
+                spill_dir, runs, n_docs_before, pruning, budget // 2)
+            known = KnownWords(final_words)
         else:
-            new_id, report.pruned = fixed_ids(words, term_counts, vocabulary.words)
-            final_words = vocabulary.words
-        kept = np.flatnonzero(new_id >= 0)
-        final_counts, final_dfs = np.zeros((2, len(final_words)), np.int64)  # zero for words never seen
-        final_counts[new_id[kept]], final_dfs[new_id[kept]] = term_counts[kept], doc_freqs[kept]
-        remaps = {w: new_id[m] for w, m in local_to_merged.items()}
+            final_words, known = vocabulary.words, KnownWords(vocabulary.words)
+            final_counts, final_dfs, report.pruned, report.n_distinct = fixed_vocabulary_counts(
+                spill_dir, runs, known, len(final_words), budget // 2)
+        write_remaps(spill_dir, runs, known)
+        del known
         settings = {
             "tokenizer": tokenizer.to_dict(), "input": formats.to_dict() | {"section_tokens": section_tokens},
             "pruning": None if vocabulary else pruning.to_dict(), "inputs": [str(i) for i in inputs],
         } | ({"vocabulary_from": vocabulary.source} if vocabulary else {})
         report.phase_seconds["merge"] = time.monotonic() - started - report.phase_seconds["tokenize"]
-        write_store(output, summaries, remaps, final_words, final_counts, final_dfs,
+        write_store(output, summaries, final_words, final_counts, final_dfs,
                     spill_dir, settings, overwrite, quiet, report)
     finally:
         shutil.rmtree(spill_dir, ignore_errors=True)
@@ -119,8 +125,11 @@ def ingest(
     return report
 
 
-def _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite) -> None:
+def _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite,
+                    memory_limit) -> None:
     check_output(output, overwrite, inputs, kind="store")
+    if memory_limit is not None and memory_limit < MIN_BUDGET:
+        raise ValueError(f"--memory-limit must be at least {MIN_BUDGET >> 20} MiB")
     if workers < 0:
         raise ValueError("--workers must be at least 1 (or 0: all cores)")
     if tokenizer.min_length < 1:

@@ -29,6 +29,10 @@ class IngestReport:
     phase_seconds: dict = field(default_factory=dict)  # tokenize, merge, write
     n_workers: int = 0
     peak_rss: int = 0
+    memory_budget: int = 0
+    n_distinct: int = 0  # distinct words seen (stop words excepted), before pruning
+    n_runs: int = 0  # vocabulary spills of the workers (runs.py)
+    run_bytes: int = 0
 
     def summary(self) -> str:
         s = self.stats
@@ -39,7 +43,10 @@ class IngestReport:
             + f", {s['raw_tokens']:,} tokens, in {self.seconds:.1f} s "
             f"({self.input_bytes / 1e6 / max(self.seconds, 1e-9):.1f} MB/s; "
             + ", ".join(f"{k} {v:.1f} s" for k, v in self.phase_seconds.items())
-            + f"; workers: {self.n_workers}); peak memory {format_bytes(self.peak_rss)}",
+            + f"; workers: {self.n_workers}); peak memory {format_bytes(self.peak_rss)} a process "
+            f"(budget {format_bytes(self.memory_budget)} in all)",
+            f"vocabulary: {self.n_distinct:,} distinct words seen, spilled in {self.n_runs:,} runs "
+            f"({format_bytes(self.run_bytes)}) and merged from disk",
             f"dropped: {s['empty_docs_dropped']:,} empty documents, {s['binary_files_skipped']:,} binary-looking files, "
             f"{s['bad_lines_skipped']:,} bad lines skipped; {s['invalid_utf8_docs']:,} documents had invalid UTF-8 (replaced)",
         ]

@@ -1,16 +1,16 @@
 """Step 2 of an ingest: the vocabulary of the store (see bigtopics/ingest/__init__.py).
 
-The workers' vocabularies are merged (`merge_vocabularies`), then either pruned and ordered by
-frequency (`prune`, with the `Pruning` rules) or mapped onto a fixed vocabulary (`fixed_ids`, with
-a `FixedVocabulary` that `read_vocabulary` reads from a store, a run directory or a model.zarr).
-Both give new_id[merged id] = the word's id in the store, or -1 for a word left out.
+The workers' vocabularies, spilled as runs (runs.py), are merged from disk a few partitions at a
+time and either pruned and ordered by frequency (`pruned_vocabulary`, with the `Pruning` rules) or
+counted against a fixed vocabulary (`fixed_vocabulary_counts`, with a `FixedVocabulary` that
+`read_vocabulary` reads from a store, a run directory or a model.zarr). Then runs.write_remaps
+gives each run the store id of each of its words, or -1 for a word left out.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from ..outputs import is_url
 from ..rundir import SETTINGS_NAME
 from ..store import StoreError, open_store
 from ..tokenizer import TokenizerSettings
+from .runs import KnownWords, merged_words
 
 
 @dataclass(frozen=True)
@@ -45,59 +46,59 @@ class FixedVocabulary:
     tokenizer: TokenizerSettings
 
 
-def merge_vocabularies(vocab_files: dict[int, Path]):
-    """(words, term_counts, doc_freqs, {worker: local id -> merged id}) over all workers.
+def pruned_vocabulary(spill_dir: Path, runs: list[dict], n_docs: int, pruning: Pruning, budget: int):
+    """(words, term_counts, doc_freqs, pruned, n_distinct) of the store, from the workers' runs.
 
-    Merged ids follow first appearance over workers in id order, so only the final frequency
-    order (computed later) matters for the store."""
-    index: dict[str, int] = {}
-    term_counts = np.zeros(0, np.int64)
-    doc_freqs = np.zeros(0, np.int64)
-    local_to_merged = {}
-    for worker in sorted(vocab_files):
-        vocab = pickle.loads(Path(vocab_files[worker]).read_bytes())
-        merged = np.fromiter((index.setdefault(w, len(index)) for w in vocab["words"]), np.int64,
-                             count=len(vocab["words"]))
-        term_counts = np.concatenate([term_counts, np.zeros(len(index) - len(term_counts), np.int64)])
-        doc_freqs = np.concatenate([doc_freqs, np.zeros(len(index) - len(doc_freqs), np.int64)])
-        np.add.at(term_counts, merged, vocab["term_counts"])
-        np.add.at(doc_freqs, merged, vocab["doc_freqs"])
-        local_to_merged[worker] = merged
-    return list(index), term_counts, doc_freqs, local_to_merged
-
-
-def prune(words: list[str], term_counts: np.ndarray, doc_freqs: np.ndarray, n_docs: int, pruning: Pruning):
-    """(new_id, pruned): new_id[w] is the store id of word w or -1; ids follow decreasing term
-    count, ties by the word. pruned maps each rule to (words, tokens) it removed."""
-    alive = term_counts > 0  # stop words and words seen only in skipped rows
-    pruned = {}
-
-    def drop(rule: str, mask: np.ndarray) -> None:
-        nonlocal alive
-        hit = alive & mask
-        pruned[rule] = (int(hit.sum()), int(term_counts[hit].sum()))
-        alive &= ~mask
-
-    drop("zero", term_counts == 0)
-    drop("min_df", doc_freqs < pruning.min_df)
-    drop("max_df", doc_freqs > pruning.max_df * n_docs)
-    survivors = sorted(np.flatnonzero(alive).tolist(), key=lambda w: (-term_counts[w], words[w]))
-    limit = len(survivors) if pruning.max_vocab is None else pruning.max_vocab
-    beyond = np.zeros(len(words), bool)
-    beyond[survivors[limit:]] = True
-    drop("max_vocab", beyond)
-    new_id = np.full(len(words), -1, np.int64)
-    new_id[survivors[:limit]] = np.arange(min(limit, len(survivors)))
-    return new_id, pruned
+    Words are ordered by decreasing term count, ties by the word (so the result is deterministic);
+    pruned maps each rule to the (words, tokens) it removed; n_distinct counts the distinct
+    words seen (stop words excepted). Only the words that can still be among the max_vocab most
+    frequent are made Python strings, so memory is bounded by the budget and max_vocab."""
+    pruned = {rule: (0, 0) for rule in ("zero", "min_df", "max_df", "max_vocab")}
+    limit = pruning.max_vocab
+    kept: list[tuple[int, str, int]] = []  # (-term count, word, document frequency)
+    threshold = n_survivors = survivor_tokens = n_distinct = 0
+    for words in merged_words(spill_dir, runs, budget):
+        tf, df = words.tf, words.df
+        n_distinct += len(tf)
+        alive = tf > 0  # stop words and words seen only in skipped rows
+        for rule, mask in (("zero", tf == 0), ("min_df", df < pruning.min_df), ("max_df", df > pruning.max_df * n_docs)):
+            hit = alive & mask
+            pruned[rule] = (pruned[rule][0] + int(hit.sum()), pruned[rule][1] + int(tf[hit].sum()))
+            alive &= ~mask
+        n_survivors += int(alive.sum())
+        survivor_tokens += int(tf[alive].sum())
+        candidates = np.flatnonzero(alive & (tf >= threshold))
+        if limit is not None and len(candidates) > limit:  # ties at the cut stay: the word decides
+            candidates = candidates[tf[candidates] >= np.partition(tf[candidates], -limit)[-limit]]
+        kept.extend(zip((-tf[candidates]).tolist(), words.strings(candidates), df[candidates].tolist()))
+        if limit is not None and len(kept) > limit:
+            kept.sort()
+            del kept[limit:]
+            threshold = -kept[-1][0]
+    kept.sort()
+    if limit is not None:
+        del kept[limit:]
+    counts = np.array([-t for t, _, _ in kept], np.int64)
+    pruned["max_vocab"] = (n_survivors - len(kept), survivor_tokens - int(counts.sum()))
+    return [w for _, w, _ in kept], counts, np.array([d for _, _, d in kept], np.int64), pruned, n_distinct
 
 
-def fixed_ids(words: list[str], term_counts: np.ndarray, vocabulary: list[str]):
-    """(new_id, pruned): new_id[w] is word w's id in the fixed `vocabulary` or -1; pruned maps
-    "out_of_vocabulary" to the (words, tokens) outside it."""
-    index = {word: i for i, word in enumerate(vocabulary)}
-    new_id = np.fromiter((index.get(word, -1) for word in words), np.int64, count=len(words))
-    outside = (new_id < 0) & (term_counts > 0)  # stop words have no tokens left to drop
-    return new_id, {"out_of_vocabulary": (int(outside.sum()), int(term_counts[outside].sum()))}
+def fixed_vocabulary_counts(spill_dir: Path, runs: list[dict], known: KnownWords, n_words: int, budget: int):
+    """(term_counts, doc_freqs, pruned, n_distinct) of the words of a fixed vocabulary (`known`,
+    n_words of them) in the workers' runs; pruned maps "out_of_vocabulary" to the (words, tokens)
+    outside it, n_distinct counts the distinct words seen (stop words excepted)."""
+    counts, dfs = np.zeros((2, n_words), np.int64)  # zero for words never seen
+    outside_words = outside_tokens = n_distinct = 0
+    for words in merged_words(spill_dir, runs, budget):
+        n_distinct += len(words.tf)
+        ids = known.ids(words.hashes, words.chars, words.offsets)
+        inside = ids >= 0
+        np.add.at(counts, ids[inside], words.tf[inside])
+        np.add.at(dfs, ids[inside], words.df[inside])
+        outside = ~inside & (words.tf > 0)  # stop words have no tokens left to drop
+        outside_words += int(outside.sum())
+        outside_tokens += int(words.tf[outside].sum())
+    return counts, dfs, {"out_of_vocabulary": (outside_words, outside_tokens)}, n_distinct
 
 
 def read_vocabulary(source: str | os.PathLike, storage_options: dict | None = None) -> FixedVocabulary:

@@ -4,8 +4,10 @@ The main process (`tokenize_all`) cuts the input into units and feeds them to a 
 queue; each worker process (`_worker_main`, a `UnitTokenizer`) interns words into its own
 vocabulary (local ids), counts every unit's documents into CSR rows, accumulates per-word term
 counts and document frequencies, spills the unit to a temporary file (`unit_file`, read back by
-`read_spill`) and returns only a small summary. At the end each worker writes out its vocabulary.
-With one worker, no process is started.
+`read_spill`) and returns only a small summary. Whenever its vocabulary outgrows its share of
+the memory budget, and at the end, a worker spills the vocabulary as a run (runs.py) and starts
+a new one: a unit's word ids are local to the run named in its summary. With one worker, no
+process is started.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..kernels.tokens import count_rows
 from ..progress import Progress
 from ..readers import FormatOptions, InputError, InputReader, Unit, parse_unit
 from ..tokenizer import Tokenizer, TokenizerSettings
+from .runs import write_run
 
 SPILL_CODEC = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE)  # temporary files: speed over size
 
@@ -32,15 +35,34 @@ class UnitTokenizer:
     """A worker's state: its tokenizer (local vocabulary) and per-word statistics."""
 
     def __init__(self, worker_id: int, tokenizer: TokenizerSettings, formats: FormatOptions,
-                 section_tokens: int | None, spill_dir: Path):
+                 section_tokens: int | None, spill_dir: Path, run_budget: int):
         self.worker_id = worker_id
-        self.tok = Tokenizer(tokenizer)
+        self.settings = tokenizer
         self.formats = formats
         self.section_tokens = section_tokens
         self.spill_dir = Path(spill_dir)
+        self.run_budget = run_budget
+        self.runs: list[dict] = []  # the runs spilled so far
+        self._new_run()
+
+    def _new_run(self) -> None:
+        self.tok = Tokenizer(self.settings)
         self.term_counts = np.zeros(1024, np.int64)
         self.doc_freqs = np.zeros(1024, np.int64)
         self.scratch = np.zeros(1024, np.int64)
+        self.run_name = f"{self.worker_id:03d}-{len(self.runs):06d}"
+        self.run_units = 0
+
+    def vocabulary_bytes(self) -> int:
+        """Memory held by the run's vocabulary (tables, pool and per-word counts)."""
+        tok = self.tok
+        return (tok.slots.nbytes + tok.word_hash.nbytes + tok.pool.nbytes + tok.pool_offsets.nbytes
+                + self.term_counts.nbytes + self.doc_freqs.nbytes + self.scratch.nbytes)
+
+    def spill_run(self) -> None:
+        """Spill the run's vocabulary (runs.py) and start a new run."""
+        self.runs.append(write_run(self.spill_dir, self.run_name, self.tok, self.term_counts, self.doc_freqs))
+        self._new_run()
 
     def process(self, unit: Unit) -> dict:
         """Tokenize and count one unit, spill its rows, return a summary."""
@@ -81,19 +103,21 @@ class UnitTokenizer:
             | {"dtypes": {k: v.dtype.str for k, v in spill.items() if isinstance(v, np.ndarray)}},
             protocol=pickle.HIGHEST_PROTOCOL,
         ))
-        return {
-            "seq": unit.seq, "worker": self.worker_id, "stats": stats, "nnz": len(indices),
+        summary = {
+            "seq": unit.seq, "run": self.run_name, "stats": stats, "nnz": len(indices),
             "max_count": int(data.max()) if len(data) else 0, "field_kinds": field_kinds(meta),
             "nonempty_rows": int(np.count_nonzero(np.diff(indptr))), "bytes": len(unit.data),
         }
+        self.run_units += 1
+        if self.vocabulary_bytes() > self.run_budget:
+            self.spill_run()
+        return summary
 
-    def finish(self) -> Path:
-        """Write this worker's vocabulary with its statistics; returns the file."""
-        path = self.spill_dir / f"vocab-{self.worker_id}.pkl"
-        n = self.tok.n_words
-        path.write_bytes(pickle.dumps({"words": self.tok.words(), "term_counts": self.term_counts[:n],
-                                       "doc_freqs": self.doc_freqs[:n]}, protocol=pickle.HIGHEST_PROTOCOL))
-        return path
+    def finish(self) -> list[dict]:
+        """Spill the last run if it has units; returns all the runs this worker spilled."""
+        if self.run_units:
+            self.spill_run()
+        return self.runs
 
     def _fit(self, n_words: int) -> None:
         if n_words > len(self.scratch):
@@ -129,12 +153,12 @@ def field_kinds(meta: dict[str, list]) -> dict[str, set]:
 
 
 def _worker_main(worker_id, settings, tasks, results):
-    """A worker process: tokenize units from `tasks` until None, then report the vocabulary."""
+    """A worker process: tokenize units from `tasks` until None, then report its runs."""
     try:
         worker = UnitTokenizer(worker_id, *settings)
         while (unit := tasks.get()) is not None:
             results.put(("unit", worker.process(unit)))
-        results.put(("vocab", (worker_id, worker.finish())))
+        results.put(("runs", worker.finish()))
     except InputError as e:
         results.put(("error", str(e)))
     except BaseException:  # a bug: pass the traceback to the main process, which raises it
@@ -142,7 +166,7 @@ def _worker_main(worker_id, settings, tasks, results):
 
 
 def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, quiet: bool):
-    """Pass 1 over the input: (unit summaries in input order, {worker id: vocabulary file})."""
+    """Pass 1 over the input: (unit summaries in input order, the runs spilled, by name)."""
     summaries = []
     progress = Progress("ingest: reading", total=reader.total_bytes / 1e6, unit="MB", quiet=quiet,
                         postfix=lambda: {"docs": sum(s["stats"]["records"] for s in summaries)})
@@ -159,16 +183,17 @@ def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, qu
             for unit in reader.units():
                 summaries.append(worker.process(unit))
                 advance()
-            return summaries, {0: worker.finish()}
+            return summaries, worker.finish()
         ctx = mp.get_context("spawn")  # fork is unsafe once any library has started threads
         tasks, results = ctx.Queue(maxsize=2 * n_workers), ctx.Queue()
         procs = [ctx.Process(target=_worker_main, args=(i, worker_settings, tasks, results), daemon=True)
                  for i in range(n_workers)]
         for p in procs:
             p.start()
-        vocab_files = {}
+        runs, finished = [], 0
 
         def collect(block: bool) -> None:
+            nonlocal finished
             while True:
                 try:
                     kind, payload = results.get(timeout=0.2) if block else results.get_nowait()
@@ -179,8 +204,9 @@ def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, qu
                     return
                 if kind == "unit":
                     summaries.append(payload)
-                elif kind == "vocab":
-                    vocab_files[payload[0]] = payload[1]
+                elif kind == "runs":
+                    runs.extend(payload)
+                    finished += 1
                 elif kind == "error":
                     raise InputError(payload)
                 else:
@@ -200,7 +226,7 @@ def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, qu
                 advance()
             for _ in procs:
                 tasks.put(None)
-            while len(vocab_files) < n_workers:
+            while finished < n_workers:
                 collect(block=True)
             for p in procs:
                 p.join()
@@ -210,4 +236,4 @@ def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, qu
                 if p.is_alive():
                     p.terminate()
     summaries.sort(key=lambda s: s["seq"])
-    return summaries, vocab_files
+    return summaries, sorted(runs, key=lambda run: run["name"])

@@ -1,7 +1,7 @@
 """Step 3 of an ingest: writing the store (see bigtopics/ingest/__init__.py).
 
-`write_store` streams the spilled units in input order: remaps each worker's local word ids to
-the store's, drops pruned words, sorts each row by word id, drops documents left empty, turns
+`write_store` streams the spilled units in input order: remaps each run's local word ids to
+the store's (runs.write_remaps), drops pruned words, sorts each row by word id, drops documents left empty, turns
 the metadata into typed columns (`column_dtype`, `metadata_column`) and appends to a
 StoreWriter, which publishes the store atomically.
 """
@@ -18,6 +18,7 @@ from ..progress import Progress
 from ..readers import InputError
 from ..store import DEFAULT_ENTRIES_PER_CHUNK, StoreWriter, count_dtype_for, index_dtype_for
 from .report import IngestReport
+from .runs import remap_path
 from .workers import read_spill, unit_file
 
 
@@ -40,7 +41,7 @@ def metadata_column(values: list, dtype) -> np.ndarray:
     return np.array(values, dtype)
 
 
-def write_store(output, summaries, remaps, vocab, term_counts, doc_freqs, spill_dir, settings, overwrite, quiet,
+def write_store(output, summaries, vocab, term_counts, doc_freqs, spill_dir, settings, overwrite, quiet,
                 report: IngestReport) -> None:
     """Pass 2: stream the spilled units in input order into a StoreWriter and publish it at
     `output` (a path, a URL or an outputs.Location)."""
@@ -60,10 +61,16 @@ def write_store(output, summaries, remaps, vocab, term_counts, doc_freqs, spill_
         docs_per_chunk=max(1, int(DEFAULT_ENTRIES_PER_CHUNK / nnz_per_doc)), metadata_fields=fields,
         overwrite=overwrite,
     )
+    last_unit = {s["run"]: s["seq"] for s in summaries}
+    remaps = {}  # of the runs whose units are being written (about one per worker)
     with writer, Progress("ingest: writing", total=n_rows, unit="docs", quiet=quiet) as progress:
         for s in summaries:
+            if s["run"] not in remaps:
+                remaps[s["run"]] = np.load(remap_path(spill_dir, s["run"]))
             spill = read_spill(spill_dir / unit_file(s["seq"]))
-            indptr, indices, data = remap_rows(spill["indptr"], spill["indices"], spill["data"], remaps[s["worker"]])
+            indptr, indices, data = remap_rows(spill["indptr"], spill["indices"], spill["data"], remaps[s["run"]])
+            if last_unit[s["run"]] == s["seq"]:
+                del remaps[s["run"]]
             nonempty = np.flatnonzero(np.diff(indptr))
             n = len(indptr) - 1
             report.stats["empty_docs_dropped"] += n - len(nonempty)

@@ -22,18 +22,23 @@ FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
 
 
-@njit(inline="always")  # inlined: a call per token would pay reference counting on five arrays
-def _lookup_or_insert(chars, start, stop, slots, word_hash, pool, pool_offsets, n_words):
-    """(word id, n_words) of chars[start:stop], inserting it if new; id -1 if a table is full.
-
-    h = FNV-1a over the code points, then a splitmix64 finalizer so the low bits index slots.
-    """
+@njit(inline="always")
+def hash_span(chars, start, stop):
+    """The hash of the word chars[start:stop]: FNV-1a over the code points, then a splitmix64
+    finalizer so that both the low bits (slots) and the high bits (ingest's partitions) are mixed."""
     h = FNV_OFFSET
     for p in range(start, stop):
         h = (h ^ np.uint64(chars[p])) * FNV_PRIME
     h ^= h >> np.uint64(31)
     h *= np.uint64(0xBF58476D1CE4E5B9)
     h ^= h >> np.uint64(29)
+    return h
+
+
+@njit(inline="always")  # inlined: a call per token would pay reference counting on five arrays
+def _lookup_or_insert(chars, start, stop, slots, word_hash, pool, pool_offsets, n_words):
+    """(word id, n_words) of chars[start:stop], inserting it if new; id -1 if a table is full."""
+    h = hash_span(chars, start, stop)
     mask = slots.shape[0] - 1
     i = np.int64(h & np.uint64(mask))
     length = stop - start
