@@ -254,6 +254,15 @@ def local_step_options(fn):
 @click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024; 512 with --exclude-own]")
 @click.option("--alpha", type=float, help="Document-topic prior of each topic.  [default: 5/K, as MALLET]")
 @click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
+@click.option("--optimize-alpha/--no-optimize-alpha", default=None,
+              help="Learn an asymmetric alpha_k from the documents' topic counts (Minka's fixed point, as MALLET's "
+                   "--optimize-interval), starting from --alpha; gibbs --sampler buckets.  [default: off]")
+@click.option("--optimize-eta/--no-optimize-eta", default=None,
+              help="Learn eta from the topic-word statistics, starting from --eta; mean estimate of beta only.  "
+                   "[default: off]")
+@click.option("--optimize-every", type=int, help="Minibatches between two updates of the learned priors.  [default: 5]")
+@click.option("--optimize-burn-in", type=int, help="Minibatches before the first update of the learned priors.  "
+              "[default: 20]")
 @click.option("--local-step", type=click.Choice(list(LOCAL_STEPS)),
               help="Per-document inference: " + "; ".join(f"{name}: {step.summary}" for name, step in LOCAL_STEPS.items())
                    + ".  [default: gibbs]")

@@ -18,7 +18,7 @@ from .atomic import atomic_write_bytes
 from .diagnostics import topic_diagnostics
 from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
-from .model import Model, load_model
+from .model import Model, alpha_attribute, load_model
 from .outputs import canonical_location, check_output_file, is_url, output_kind
 from .rundir import SETTINGS_NAME
 from .workers import use_threads
@@ -88,7 +88,7 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
         store = _run_store(run)
     result = {"evaluation_format_version": EVALUATION_FORMAT_VERSION,
               "model": str(model.path), "scored_model": model_state(model), "n_topics": model.n_topics,
-              "n_words": model.n_words, "alpha": model.alpha, "eta": model.eta, "top_words": top_n,
+              "n_words": model.n_words, "alpha": alpha_attribute(model.alpha), "eta": model.eta, "top_words": top_n,
               "prominence_threshold": prominence_threshold, "store": str(store) if store else None}
     result["topics"] = topic_diagnostics(
         model, open_store(store, storage_options) if store else None,
@@ -112,7 +112,7 @@ def model_state(model: Model) -> dict:
     notices) and a fingerprint of its topic sizes and entry count, which any further training
     changes, so that a run retrained from scratch to the same step is told apart too."""
     digest = hashlib.sha256(np.ascontiguousarray(model.topic_totals(), np.float64).tobytes())
-    digest.update(f"{model.n_words} {model.n_entries} {model.alpha!r} {model.eta!r}".encode())
+    digest.update(f"{model.n_words} {model.n_entries} {alpha_attribute(model.alpha)!r} {model.eta!r}".encode())
     return {"step": (model.attrs.get("progress") or {}).get("step"), "fingerprint": digest.hexdigest()[:16]}
 
 

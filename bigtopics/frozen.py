@@ -19,6 +19,7 @@ import numpy as np
 
 from .kernels.alias_gibbs import alias_view
 from .kernels.frozen import freeze_table_rows, index_rows
+from .kernels.prior import weighted_row_cumsum
 from .kernels.rows import copy_segments
 from .kernels.special import exp_digamma, exp_digamma_array
 from .kernels.table import EMPTY, fill_rows, gather_rows, take_out
@@ -51,6 +52,19 @@ class FrozenTopics:
             row_coef_cumsum, *index = index_rows(self.row_indptr, self.row_topics, self.row_coef)
             self._view = self._with_index(row_coef_cumsum, (*index, np.ones(self.n_topics)))
         return self._view
+
+    def prior_view(self, alpha) -> tuple[tuple, float | np.ndarray]:
+        """(view, alpha) as the sampler and evaluator kernels take them (kernels/prior.py): a
+        symmetric alpha (a number) with the kernel view as it is, an asymmetric one (K numbers)
+        as a float64 array with the view's running sums weighted by alpha_k."""
+        view = self.kernel_view()
+        if np.ndim(alpha) == 0:
+            return view, float(alpha)
+        alpha = np.ascontiguousarray(alpha, np.float64)
+        if alpha.shape != (self.n_topics,):
+            raise ValueError(f"an asymmetric alpha needs {self.n_topics} values, one per topic (got {alpha.shape})")
+        weighted_rows = weighted_row_cumsum(self.row_indptr, self.row_topics, self.row_coef, alpha)
+        return (*view[:3], weighted_rows, view[4], np.cumsum(alpha * self.smoothing), *view[6:]), alpha
 
     def _with_index(self, row_coef_cumsum, index) -> tuple:
         return (self.row_indptr, self.row_topics, self.row_coef, row_coef_cumsum,

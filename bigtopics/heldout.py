@@ -39,7 +39,7 @@ COMPLETION_STREAM = 0x2E0002
 
 
 # -- held-out likelihood ------------------------------------------------------------------------
-def heldout_loglik(source, batch: Minibatch, *, alpha: float, eta: float, seed: int,
+def heldout_loglik(source, batch: Minibatch, *, alpha: float | np.ndarray, eta: float, seed: int,
                    method: str = "left-to-right", particles: int = 10, resample: bool = True,
                    fraction: float = 0.5, burnin: int = 10, samples: int = 10,
                    n_workers: int = 1) -> tuple[float, int]:
@@ -47,7 +47,8 @@ def heldout_loglik(source, batch: Minibatch, *, alpha: float, eta: float, seed: 
 
     `source` has rows(words), topic_totals() and n_words (a Model or the live TopicWordTable).
     left-to-right scores every token (particles, resample); completion scores the tokens not in
-    the observed `fraction` of each document, fitting theta with burnin + samples sweeps.
+    the observed `fraction` of each document, fitting theta with burnin + samples sweeps. alpha:
+    a number (symmetric) or one per topic.
     """
     if method == "left-to-right":
         if particles < 1:
@@ -69,10 +70,11 @@ def _left_to_right(source, batch, alpha, eta, seed, particles, resample, n_worke
     token_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])[batch.indptr]
     bounds = even_ranges(token_starts, n_workers)
     out = np.zeros(batch.n_docs)
+    view, alpha = frozen.prior_view(alpha)
     left_to_right_batch(np.asarray(batch.indptr, np.int64), local_words, counts,
-                        batch.doc_seeds(seed, LEFT_TO_RIGHT_STREAM), bounds, float(alpha), int(particles),
+                        batch.doc_seeds(seed, LEFT_TO_RIGHT_STREAM), bounds, alpha, int(particles),
                         bool(resample), int(np.diff(token_starts).max(initial=1)),
-                        int(np.diff(frozen.row_indptr).max(initial=1)), frozen.kernel_view(), out)
+                        int(np.diff(frozen.row_indptr).max(initial=1)), view, out)
     return float(out.sum())
 
 
@@ -116,8 +118,9 @@ def _completion(source, batch, alpha, eta, seed, fraction, burnin, samples, n_wo
                            n_workers=n_workers)
     frozen = frozen_point_estimates(source, held.distinct_words(), eta)
     local_words = frozen.local_ids(held.words)
+    view, alpha = frozen.prior_view(alpha)
     per_doc = completion_loglik(held.indptr, local_words, np.asarray(held.counts, np.int64), fit[0],
-                                fit[1].astype(np.int32), fit[2], float(alpha), frozen.kernel_view())
+                                fit[1].astype(np.int32), fit[2], alpha, view)
     return float(per_doc.sum()), held.n_tokens
 
 

@@ -3,7 +3,7 @@
 Each document is Gibbs-sampled (kernels/gibbs.py) against the model's point estimates
 p(w | k) = (eta + N[k, w]) / (V eta + N[k]); its proportions are the posterior-mean estimate
 
-    theta[d, k] = (alpha + n_dk) / (N_d + K alpha),
+    theta[d, k] = (alpha_k + n_dk) / (N_d + sum_k alpha_k)    (alpha_k = alpha unless learned),
 
 with n_dk the topic counts averaged over `samples` saved sweeps after `burnin` discarded ones.
 Every document has its own random stream, fixed by (seed, document number), so the result does
@@ -53,7 +53,7 @@ from .frozen import frozen_point_estimates, local_ids
 from .local_steps.gibbs import gibbs_sample
 from .minibatch import Minibatch, gather_rows
 from .reader import read_ahead
-from .model import Model, load_model
+from .model import Model, alpha_attribute, load_model
 from .outputs import Location, NewGroup, OutputLock, check_output, locate
 from .progress import Progress
 from .workers import use_threads
@@ -65,7 +65,7 @@ DOC_TOPICS_FORMAT_VERSION = 1
 INFER_STREAM = 0x1F0000
 PART_TOKENS = 1 << 23
 DOCS_PER_CHUNK = 1 << 16
-NORMALISATION = ("theta[d,k] = (alpha + n_dk) / (N_d + K alpha), n_dk averaged over saved sweeps; "
+NORMALISATION = ("theta[d,k] = (alpha_k + n_dk) / (N_d + sum_k alpha_k), n_dk averaged over saved sweeps; "
                  "topics with n_dk = 0 or theta < threshold are left out and rows are not renormalised")
 
 
@@ -130,7 +130,7 @@ class ModelRows:
     topics: np.ndarray
     values: np.ndarray
     totals: np.ndarray
-    alpha: float
+    alpha: float | np.ndarray
     eta: float
     n_words: int
 
@@ -164,7 +164,7 @@ def infer_block(model: Model, block: CSRBlock, settings: InferSettings, n_worker
                                               n_workers=n_workers)
     lengths = block.doc_lengths
     doc_of = np.repeat(np.arange(block.n_docs), np.diff(indptr))
-    theta = (model.alpha + counts) / (lengths[doc_of] + model.n_topics * model.alpha)
+    theta = posterior_mean(model.alpha, model.n_topics, topics, counts, lengths[doc_of])
     keep = theta >= settings.threshold
     doc_of, topics, theta = doc_of[keep], topics[keep], theta[keep]
     order = np.lexsort((topics, -theta, doc_of))  # by document, then decreasing weight
@@ -172,6 +172,14 @@ def infer_block(model: Model, block: CSRBlock, settings: InferSettings, n_worker
     np.cumsum(np.bincount(doc_of, minlength=block.n_docs), out=out_indptr[1:])
     return {"indptr": out_indptr, "indices": topics[order].astype(index_dtype_for(model.n_topics)),
             "data": theta[order].astype(np.float32), "doc_lengths": lengths.astype(np.int64)}
+
+
+def posterior_mean(alpha, n_topics: int, topics, counts, lengths) -> np.ndarray:
+    """theta = (alpha_k + n_dk) / (N_d + sum_k alpha_k) of (topic, count) pairs of documents of
+    the given lengths; alpha a number (symmetric) or K numbers."""
+    if np.ndim(alpha) == 0:
+        return (alpha + counts) / (lengths + n_topics * alpha)
+    return (alpha[topics] + counts) / (lengths + alpha.sum())
 
 
 def check_vocabulary(model: Model, store: Store) -> None:
@@ -321,7 +329,8 @@ def _assemble(parts: Path, starts: list[int], output: Location, model: Model, st
             _write_parts(target.group, parts, starts, sizes, nnz, model, store)
         target.publish({**CSR_ENCODING, "shape": [store.n_docs, model.n_topics],
                         "doc_topics_format_version": DOC_TOPICS_FORMAT_VERSION, "nnz": nnz,
-                        "normalisation": NORMALISATION, "alpha": model.alpha, "eta": model.eta, **manifest})
+                        "normalisation": NORMALISATION, "alpha": alpha_attribute(model.alpha), "eta": model.eta,
+                        **manifest})
     except BaseException:
         target.abort()
         raise

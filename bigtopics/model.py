@@ -2,7 +2,8 @@
 
 Layout (model_format_version 1), a Zarr v3 group:
 
-    model.zarr/          attrs: model_format_version, n_topics, n_words, alpha, eta, settings,
+    model.zarr/          attrs: model_format_version, n_topics, n_words, alpha (a number, or K
+                         numbers alpha_k when learned: train --optimize-alpha), eta, settings,
                          progress (epoch, minibatches, documents and tokens seen), store
                          fingerprint
       vocab          str (V,)       word id -> word, the store's vocabulary
@@ -36,7 +37,7 @@ MODEL_NAME = "model.zarr"
 ENTRIES_PER_CHUNK = 1 << 20
 
 
-def write_model(path: str | os.PathLike, word_major, topic_totals, vocab, *, alpha: float, eta: float,
+def write_model(path: str | os.PathLike, word_major, topic_totals, vocab, *, alpha: float | np.ndarray, eta: float,
                 attrs: dict | None = None) -> Path:
     """Write a model from word-major CSR statistics (indptr over V, topic ids, N values)."""
     path = Path(path)
@@ -59,13 +60,18 @@ def write_model(path: str | os.PathLike, word_major, topic_totals, vocab, *, alp
     return path
 
 
+def alpha_attribute(alpha) -> float | list[float]:
+    """alpha as JSON holds it: a number, or a list of K numbers (learned)."""
+    return float(alpha) if np.ndim(alpha) == 0 else [float(a) for a in alpha]
+
+
 def model_bytes(n_topics: int, n_words: int, entries: int) -> int:
     """The model's arrays before compression, its vocabulary aside: at most what it takes on disk."""
     return 8 * (n_topics + 1) + 8 * (n_words + 1) + 8 * n_topics + 16 * entries
 
 
 def _write_group(tmp: Path, vocab, topic_totals, word_major, topic_major, n_topics: int, n_words: int,
-                 alpha: float, eta: float, attrs: dict | None) -> None:
+                 alpha: float | np.ndarray, eta: float, attrs: dict | None) -> None:
     indptr, topics, values = word_major
     t_indptr, t_words, t_values = topic_major
     group = zarr.open_group(tmp, mode="w")
@@ -93,8 +99,8 @@ def _write_group(tmp: Path, vocab, topic_totals, word_major, topic_major, n_topi
         "model_format_version": MODEL_FORMAT_VERSION,
         "n_topics": n_topics,
         "n_words": n_words,
-        "alpha": alpha,
-        "eta": eta,
+        "alpha": alpha_attribute(alpha),
+        "eta": float(eta),
         **(attrs or {}),
     })
 
@@ -113,7 +119,9 @@ class Model:
         self.attrs = dict(self.group.attrs)
         check_format(path, self.attrs, "model_format_version", MODEL_FORMAT_VERSION)
         self.n_topics, self.n_words = check_model_header(path, self.group, self.attrs)
-        self.alpha = float(self.attrs["alpha"])
+        alpha = self.attrs["alpha"]
+        # a number (symmetric) or K numbers (learned), as the kernels take it (kernels/prior.py)
+        self.alpha = float(alpha) if np.ndim(alpha) == 0 else np.asarray(alpha, np.float64)
         self.eta = float(self.attrs["eta"])
         self._topic_totals = np.asarray(self.group["topic_totals"][:])
         self._indptr = np.asarray(self.group["topic_word/indptr"][:])
@@ -125,6 +133,16 @@ class Model:
     def topic_totals(self) -> np.ndarray:
         """N[k] = sum_w N[k, w] (float64, K)."""
         return self._topic_totals
+
+    @property
+    def alpha_k(self) -> np.ndarray:
+        """The document-topic prior of each topic (float64, K), learned or not."""
+        return np.full(self.n_topics, self.alpha) if np.ndim(self.alpha) == 0 else self.alpha
+
+    @property
+    def alpha_sum(self) -> float:
+        """sum_k alpha_k (K alpha when symmetric, computed so)."""
+        return self.n_topics * self.alpha if np.ndim(self.alpha) == 0 else float(self.alpha.sum())
 
     def rows(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For ascending word ids: (indptr, topics int32, N values float64), word-major.
@@ -194,7 +212,7 @@ def check_model_header(path, group, attrs: dict) -> tuple[int, int]:
     """(K, V) from the attributes, after checking every array's declared shape against them."""
     try:
         n_topics, n_words = int(attrs["n_topics"]), int(attrs["n_words"])
-        alpha, eta = float(attrs["alpha"]), float(attrs["eta"])
+        alpha, eta = np.asarray(attrs["alpha"], np.float64), float(attrs["eta"])
         shapes = {name: group[name].shape for name in
                   ("vocab", "topic_totals", "topic_word/indptr", "topic_word/indices", "topic_word/data",
                    "word_topic/indptr", "word_topic/indices", "word_topic/data")}
@@ -202,8 +220,11 @@ def check_model_header(path, group, attrs: dict) -> tuple[int, int]:
         raise _damaged(path, f"{e} is missing or not a number") from None
     if not 1 <= n_topics <= MAX_TOPICS or n_words < 1:
         raise _damaged(path, f"n_topics {n_topics}, n_words {n_words}")
-    if not (np.isfinite(alpha) and alpha > 0 and np.isfinite(eta) and eta > 0):
-        raise _damaged(path, f"alpha {alpha}, eta {eta} (both must be finite and positive)")
+    if alpha.shape not in ((), (n_topics,)):
+        raise _damaged(path, f"alpha has {alpha.size} values for {n_topics} topics (one, or one per topic)")
+    if not (np.isfinite(alpha).all() and (alpha > 0).all() and np.isfinite(eta) and eta > 0):
+        raise _damaged(path, f"alpha {alpha if alpha.ndim == 0 else 'values'}, eta {eta} (all must be finite and "
+                             "positive)")
     entries = shapes["topic_word/indices"]
     expected = {"vocab": (n_words,), "topic_totals": (n_topics,), "topic_word/indptr": (n_topics + 1,),
                 "topic_word/data": entries, "word_topic/indptr": (n_words + 1,),

@@ -92,6 +92,10 @@ class TrainSettings:
     step_options: dict = field(default_factory=dict)
     alpha: float | None = None  # None: ALPHA_SUM / K, MALLET's convention
     eta: float | None = None  # None: the local step's default_eta
+    optimize_alpha: bool = False  # learn an asymmetric alpha_k (priors.py); alpha is then its start
+    optimize_eta: bool = False  # learn eta (priors.py); eta is then its start
+    optimize_every: int = 5  # minibatches between two updates of the learned priors
+    optimize_burn_in: int = 20  # minibatches before the first update
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0
     batch_size: int | None = None  # None: from SAMPLING_DEFAULTS (local_steps/gibbs.py)
@@ -171,8 +175,20 @@ class TrainSettings:
         check_integer(self.heldout, "--heldout", 0, MAX_COUNT, "the number of held-out documents")
         check_integer(self.keep_checkpoints, "--keep-checkpoints", 1, 10_000, "the number of checkpoints kept")
         check_seed(self.seed)
+        for flag, value in (("--optimize-alpha", self.optimize_alpha), ("--optimize-eta", self.optimize_eta)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{flag} must be on or off (got {_shown(value)})")
+        check_integer(self.optimize_every, "--optimize-every", 1, MAX_COUNT, "minibatches between updates")
+        check_integer(self.optimize_burn_in, "--optimize-burn-in", 0, MAX_COUNT, "minibatches before the first update")
         step = self.step
         step.validate(self.n_topics)
+        if self.optimize_alpha and not step.learns_alpha:
+            raise ValueError(f"--optimize-alpha: {step.describe()} does not return the document-topic counts the "
+                             "update needs; use --local-step gibbs --sampler buckets")
+        if self.optimize_eta and step.beta_estimate != "mean":
+            raise ValueError(f"--optimize-eta: {step.describe()} reads the geometric estimate of beta, which "
+                             "underflows as eta falls (below 0.005) and is not the Polya likelihood the update "
+                             "maximises; use the mean estimate (--local-step gibbs or scvb0)")
         if step.beta_estimate == "geometric" and self.eta < MIN_GEOMETRIC_ETA:
             raise ValueError(f"--eta must be at least {MIN_GEOMETRIC_ETA:g} with the geometric estimate of beta "
                              f"(--local-step {self.local_step}"

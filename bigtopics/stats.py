@@ -20,23 +20,62 @@ class SparseStats:
 
 
 @dataclass
+class PriorCounts:
+    """The integer counts of one Gibbs sweep (the last saved one) over some documents, as the
+    learned priors read them (priors.py): each document's topic counts n_dk, as doc_sizes[d]
+    consecutive (doc_topics, doc_counts) pairs, documents in order; and the counts n_kw summed
+    over the documents, one per distinct (word, topic) key = word id * K + topic, ascending."""
+
+    doc_sizes: np.ndarray  # int64
+    doc_topics: np.ndarray  # int32
+    doc_counts: np.ndarray  # int64
+    word_topic_keys: np.ndarray  # int64
+    word_topic_counts: np.ndarray  # int64
+
+    @classmethod
+    def of_sweep(cls, doc_tokens: np.ndarray, token_words: np.ndarray, token_topics: np.ndarray,
+                 n_topics: int) -> "PriorCounts":
+        """From each token's word id and topic, documents of doc_tokens[d] consecutive tokens."""
+        token_docs = np.repeat(np.arange(len(doc_tokens), dtype=np.int64), doc_tokens)
+        doc_keys, doc_counts = np.unique(token_docs * n_topics + token_topics, return_counts=True)
+        keys, counts = np.unique(np.asarray(token_words, np.int64) * n_topics + token_topics, return_counts=True)
+        return cls(np.bincount(doc_keys // n_topics, minlength=len(doc_tokens)).astype(np.int64),
+                   (doc_keys % n_topics).astype(np.int32), doc_counts.astype(np.int64), keys, counts.astype(np.int64))
+
+    @classmethod
+    def merge(cls, parts: list["PriorCounts"]) -> "PriorCounts":
+        """The counts of consecutive shards' documents as one."""
+        keys, where = np.unique(np.concatenate([p.word_topic_keys for p in parts]), return_inverse=True)
+        counts = np.bincount(where, weights=np.concatenate([p.word_topic_counts for p in parts]), minlength=len(keys))
+        return cls(*(np.concatenate([getattr(p, name) for p in parts]) for name in ("doc_sizes", "doc_topics",
+                                                                                   "doc_counts")),
+                   keys, counts.astype(np.int64))
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return self.doc_sizes, self.doc_topics, self.doc_counts, self.word_topic_keys, self.word_topic_counts
+
+
+@dataclass
 class StepResult:
     """What a local step returns for some documents: distinct (word id, topic) pairs with the sums
     behind Nhat = sums / divisor, and, for a step that keeps assignments (gibbs with exclude-own),
-    each token's topic in its last saved sweep, document after document."""
+    each token's topic in its last saved sweep, document after document; and for a step asked
+    for them (learned priors, priors.py), the counts of that sweep (PriorCounts)."""
 
     words: np.ndarray  # int64 global word ids, grouped by word in ascending order
     topics: np.ndarray  # int64
     sums: np.ndarray  # float64
     divisor: int = 1
     last_sweep: np.ndarray | None = None
+    prior_counts: PriorCounts | None = None
 
     def stats(self) -> SparseStats:
         return SparseStats(self.words, self.topics, self.sums / self.divisor)
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.words, self.topics, self.sums) + ((self.last_sweep,) if self.last_sweep is not None else ())
+        arrays = (self.words, self.topics, self.sums) + ((self.last_sweep,) if self.last_sweep is not None else ()) \
+            + (self.prior_counts.arrays() if self.prior_counts is not None else ())
         return int(sum(a.nbytes for a in arrays))
 
 
@@ -53,5 +92,7 @@ def merge_results(results: list[StepResult], n_topics: int, distinct: np.ndarray
                                              np.concatenate([r.sums for r in results]),
                                              np.cumsum(sizes) - sizes, sizes, len(distinct), n_topics)
     last = [r.last_sweep for r in results]
+    counts = [r.prior_counts for r in results]
     return StepResult(distinct[merged_words], topics, sums, results[0].divisor,
-                      None if last[0] is None else np.concatenate(last))
+                      None if last[0] is None else np.concatenate(last),
+                      None if counts[0] is None else PriorCounts.merge(counts))

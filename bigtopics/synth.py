@@ -18,9 +18,9 @@ counts. Words are pseudo-words of consonant-vowel syllables ("bakotu"): letters 
 of them, without the vowel e or y, so that the default tokenizer keeps each one as one token and
 none is an English stop word.
 
-Next to the output, `<out>.truth/` holds beta.npy (K x V float64, columns = word ids),
-vocab.txt (word id -> pseudo-word), params.json, and for corpora of at most THETA_MAX_DOCS
-documents theta.npy (n_docs x K float32, the true document-topic proportions).
+Next to the output, `<out>.truth/` holds beta.npy (K x V float64, columns = word ids), alpha.npy
+(the K alpha_k, float64), vocab.txt (word id -> pseudo-word), params.json, and for corpora of at
+most THETA_MAX_DOCS documents theta.npy (n_docs x K float32, the true document-topic proportions).
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ class CorpusSpec:
     seed: int = 0
     base: str = "uniform"  # a name in BASE_MEASURES
     zipf_exponent: float = 1.0  # base "zipf": m_w proportional to (w + 1)^-zipf_exponent
+    alpha_skew: float = 0.0  # alpha_k proportional to (k + 1)^-alpha_skew, summing to K alpha; 0: symmetric
 
     def validate(self) -> None:
         checks = [
@@ -78,6 +79,7 @@ class CorpusSpec:
             (0 <= self.seed < 2**63, "the seed must be a non-negative 63-bit integer"),
             (self.base in BASE_MEASURES, f"unknown base measure {self.base!r}; choose one of {', '.join(BASE_MEASURES)}"),
             (0 < self.zipf_exponent <= 10, "the Zipf exponent must be in (0, 10]"),
+            (0 <= self.alpha_skew <= 10, "the alpha skew must be in [0, 10]"),
         ]
         for ok, message in checks:
             if not ok:
@@ -100,6 +102,15 @@ class DocumentBlock:
         return len(self.offsets) - 1
 
 
+def document_topic_prior(spec: CorpusSpec) -> float | np.ndarray:
+    """The documents' Dirichlet prior over topics: the number alpha (symmetric), or with a skew S
+    alpha_k = K alpha (k + 1)^-S / sum_j (j + 1)^-S, so topic 0 is the most used."""
+    if spec.alpha_skew == 0:
+        return float(spec.alpha)
+    weights = np.arange(1, spec.n_topics + 1, dtype=np.float64) ** -spec.alpha_skew
+    return spec.n_topics * spec.alpha * weights / weights.sum()
+
+
 def base_measure(spec: CorpusSpec) -> np.ndarray:
     """m (V, sums to 1): the mean of every topic's Dirichlet; uniform, or Zipfian m_w ~ (w + 1)^-s."""
     if spec.base == "uniform":
@@ -117,8 +128,9 @@ def draw_topics(spec: CorpusSpec) -> np.ndarray:
     concentration = spec.eta if spec.base == "uniform" else spec.n_words * spec.eta * base_measure(spec)
     for k in range(spec.n_topics):  # row by row: no K x V temporaries
         beta[k] = dirichlet(rng, concentration, spec.n_words)
-    # Under a symmetric alpha every topic is expected to be equally used: E[theta_k] = 1 / K.
-    order = np.argsort(-beta.sum(axis=0), kind="stable")
+    # E[theta_k] = alpha_k / alpha_0: under a symmetric alpha every topic is equally used.
+    prior = document_topic_prior(spec)
+    order = np.argsort(-(beta.sum(axis=0) if np.ndim(prior) == 0 else prior @ beta), kind="stable")
     for k in range(spec.n_topics):
         beta[k] = beta[k, order]
     return beta
@@ -216,7 +228,7 @@ def iter_document_blocks(
         topics = np.empty(offsets[-1], np.int32)
         tokens = np.empty(offsets[-1], np.int32)
         theta = np.empty((n if with_theta else 0, spec.n_topics), np.float32)
-        draw_documents(word_alias, float(spec.alpha), spec.seed, first, offsets, topics, tokens, theta)
+        draw_documents(word_alias, document_topic_prior(spec), spec.seed, first, offsets, topics, tokens, theta)
         yield DocumentBlock(first, offsets, topics, tokens, theta if with_theta else None)
 
 
@@ -276,6 +288,7 @@ def write_corpus(
         beta = draw_topics(spec)
         vocab = pseudo_words(spec.n_words)
         np.save(truth_tmp / "beta.npy", beta)
+        np.save(truth_tmp / "alpha.npy", np.broadcast_to(document_topic_prior(spec), (spec.n_topics,)))
         (truth_tmp / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
         word_alias = alias_tables(beta)
         del beta  # saved; at most one K x V matrix is kept while drawing

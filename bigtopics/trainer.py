@@ -19,7 +19,7 @@ import json
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ from .memory import format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_
 from .model import MODEL_NAME, write_model
 from .outputs import check_output, holds_files, is_url, read_json
 from .plan import EpochPlan
+from .priors import LearnedPriors
 from .progress import Progress
 from .reader import read_documents
 from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, RunLock, RunState, fresh_dir,
@@ -85,6 +86,7 @@ class Trainer:
         self._heldout_batch = None
         self.last_heldout: float | None = None
         self.state = RunState()
+        self.priors = LearnedPriors.start(settings)
         self.table: TopicWordTable | None = None
         self.saved: SavedAssignments | None = None  # exclude_own: each document's latest assignments
         self.resumed_from: CheckpointInfo | None = None
@@ -154,6 +156,8 @@ class Trainer:
             return
         meta, arrays, info = load_latest_checkpoint(run_dir, self._checkpoint_limits(), self._check_checkpoint)
         saved = arrays.pop("saved_assignments", None)
+        prior_arrays = {name: arrays.pop(name) for name in list(arrays) if name.startswith("prior_")}
+        self.priors = LearnedPriors.from_checkpoint(self.settings, meta.get("priors"), prior_arrays)
         self.table = TopicWordTable.from_state(
             {**arrays, **meta["table_scalars"]}, directory=fresh_dir(run_dir / TABLE_DIR))
         self._open_saved(saved)
@@ -198,6 +202,8 @@ class Trainer:
         limits = {"indptr": v + 1, "topics": entries, "stored_values": entries, "topic_sums": k}
         if self.settings.exclude_own:
             limits["saved_assignments"] = self.store.n_tokens
+        if self.settings.optimize_alpha:
+            limits["prior_alpha"] = limits["prior_alpha_numerator"] = k
         return limits
 
     def _check_checkpoint(self, meta: dict, arrays: dict) -> None:
@@ -216,7 +222,8 @@ class Trainer:
                              f"this run's has {k} x {v}")
         if meta.get("store_fingerprint") != self.store.fingerprint():
             raise ValueError("written for another store")
-        TopicWordTable.check_state({**arrays, **scalars})
+        LearnedPriors.check(self.settings, meta.get("priors"), arrays)
+        TopicWordTable.check_state({**{n: a for n, a in arrays.items() if not n.startswith("prior_")}, **scalars})
         saved = arrays.get("saved_assignments")
         if self.settings.exclude_own:
             dtype = topic_dtype(k)
@@ -294,7 +301,7 @@ class Trainer:
         s, st = self.settings, self.state
         return write_model(
             self.run_dir / MODEL_NAME, self.table.to_csr(), self.table.topic_totals(), self.store.vocab,
-            alpha=s.alpha, eta=s.eta,
+            alpha=self.priors.current_alpha(s), eta=self.priors.eta,
             attrs={
                 "settings": asdict(s),
                 "progress": asdict(st),
@@ -309,7 +316,8 @@ class Trainer:
         arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
         scalars = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in state.items() if k not in arrays}
         meta = {"state": asdict(self.state), "table_scalars": scalars, "settings": asdict(self.settings),
-                "store_fingerprint": self.store.fingerprint()}
+                "store_fingerprint": self.store.fingerprint(), "priors": self.priors.scalars()}
+        arrays.update(self.priors.arrays())
         try:
             path = save_checkpoint(self.run_dir, self.state.step, meta, arrays, keep=self.settings.keep_checkpoints)
         except DiskFullError as e:  # the earlier checkpoints stand
@@ -444,7 +452,8 @@ class Trainer:
         if self._heldout_batch is None:
             self._heldout_batch = read_documents(self.store, self.heldout_docs)
         s = self.settings
-        total, n_tokens = heldout_loglik(self.table, self._heldout_batch, alpha=s.alpha, eta=s.eta, seed=s.seed,
+        total, n_tokens = heldout_loglik(self.table, self._heldout_batch, alpha=self.priors.current_alpha(s),
+                                         eta=self.priors.eta, seed=s.seed,
                                          particles=5, resample=False, n_workers=thread_count(s.workers))
         self.last_heldout = total / max(n_tokens, 1)
         return self.last_heldout
@@ -455,14 +464,18 @@ class Trainer:
 
     def step(self, work) -> tuple[int, int]:
         """One minibatch: freeze, local step, global step; returns its documents and tokens."""
-        s, st, executor = self.settings, self.state, self.executor
+        s, st, executor, priors = self.settings, self.state, self.executor, self.priors
         plan = executor.plan_of(work)
+        task = self.task
+        if s.optimize_alpha or s.optimize_eta:
+            task = replace(task, alpha=priors.current_alpha(s), eta=priors.eta,
+                           prior_counts=priors.gathers(s, st.step + 1))
         with self.timer("freeze"):
             rows = TableRows.from_table(self.table, executor.words(work))
             if self.saved is not None:
                 rows = rows.without(executor.previous_stats(work, self.saved).stats(), self._slot_buffers)
         with self.timer("local_step"):
-            result = executor.run(work, rows, self.task)
+            result = executor.run(work, rows, task)
         if self.saved is not None:
             self.saved.record(plan.doc_numbers, result.last_sweep)
         st.step += 1
@@ -470,6 +483,10 @@ class Trainer:
         stats = result.stats()
         with self.timer("global_step"):
             self.table.update(stats.words, stats.topics, stats.values, rho, self.n_training_docs / plan.n_docs)
+        if task.prior_counts:
+            with self.timer("priors"):
+                priors.gather(result.prior_counts, s.n_topics, self.store.n_words)
+                priors.after_step(s, st.step, rho)
         n_tokens = executor.n_tokens(work)
         st.batch_in_epoch += 1
         st.docs_seen += plan.n_docs
@@ -498,6 +515,8 @@ class Trainer:
             "rss_bytes": rss_bytes(),
             "peak_rss_bytes": peak_rss_bytes(),
             "phase_seconds": {k: round(v, 3) for k, v in sorted(self.phase_seconds.items())},
+            **({"alpha_sum": float(self.priors.alpha.sum())} if self.priors.alpha is not None else {}),
+            **({"eta": self.priors.eta} if self.settings.optimize_eta else {}),
             **({"cluster": cluster} if (cluster := self.executor.metrics()) else {}),
             **({"final": True} if final else {}),
         }

@@ -25,7 +25,10 @@ from bigtopics.synth import BASE_MEASURES, FORMATS, TOKENS_PER_BLOCK, CorpusSpec
 @click.option("--mean-length", type=click.FloatRange(min=1), default=100.0, show_default=True,
               help="mean tokens per document (1 + Poisson(mean - 1))")
 @click.option("--alpha", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True,
-              help="document-topic Dirichlet parameter")
+              help="document-topic Dirichlet parameter (the mean alpha_k with --alpha-skew)")
+@click.option("--alpha-skew", type=click.FloatRange(min=0, max=10), default=0.0, show_default=True,
+              help="an asymmetric prior: alpha_k proportional to (k + 1)^-skew, summing to K alpha "
+                   "(truth: alpha.npy); 0 is symmetric")
 @click.option("--eta", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True,
               help="topic-word Dirichlet parameter")
 @click.option("--base", type=click.Choice(BASE_MEASURES), default="uniform", show_default=True,
@@ -39,11 +42,11 @@ from bigtopics.synth import BASE_MEASURES, FORMATS, TOKENS_PER_BLOCK, CorpusSpec
 @click.option("--overwrite", is_flag=True, help="replace OUT and OUT.truth if they exist")
 @click.option("--quiet", is_flag=True, help="no progress output")
 @user_errors
-def main(out, fmt, n_docs, n_topics, n_words, mean_length, alpha, eta, base, zipf_exponent, seed, tokens_per_block,
-         overwrite, quiet):
+def main(out, fmt, n_docs, n_topics, n_words, mean_length, alpha, alpha_skew, eta, base, zipf_exponent, seed,
+         tokens_per_block, overwrite, quiet):
     """Draw a corpus from the LDA generative process into OUT, its true parameters into OUT.truth/."""
     spec = CorpusSpec(n_docs=n_docs, n_topics=n_topics, n_words=n_words, mean_length=mean_length,
-                      alpha=alpha, eta=eta, seed=seed, base=base, zipf_exponent=zipf_exponent)
+                      alpha=alpha, eta=eta, seed=seed, base=base, zipf_exponent=zipf_exponent, alpha_skew=alpha_skew)
     summary = write_corpus(spec, out, fmt, overwrite=overwrite, quiet=quiet, tokens_per_block=tokens_per_block)
     click.echo(
         f"wrote {out} ({fmt}): {summary['n_docs']:,} documents, {summary['n_tokens']:,} tokens "

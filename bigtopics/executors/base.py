@@ -34,19 +34,23 @@ from ..stats import StepResult
 @dataclass(frozen=True)
 class StepTask:
     """What every shard of a run's local steps needs besides its documents and rows: picklable
-    and small, the same for every minibatch."""
+    and small. Learned priors (priors.py) change alpha and eta between minibatches, and ask
+    for the counts of a sweep (`prior_counts`) while they learn."""
 
     step: LocalStep
-    alpha: float
+    alpha: float | np.ndarray
     eta: float
     seed: int
     shard_docs: int = 0
+    prior_counts: bool = False
 
     def freeze(self, rows: TableRows) -> FrozenTopics:
         return rows.freeze(self.eta, self.step.beta_estimate)
 
     def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, n_workers: int) -> StepResult:
         """The local step on `batch` with the topics `frozen`."""
+        if self.prior_counts:
+            return self.step.run(batch, frozen, doc_seeds, alpha=self.alpha, n_workers=n_workers, prior_counts=True)
         return self.step.run(batch, frozen, doc_seeds, alpha=self.alpha, n_workers=n_workers)
 
 

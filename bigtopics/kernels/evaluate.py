@@ -7,11 +7,13 @@ The topics are given as a frozen view (kernels/frozen.py) holding point estimate
 
 so the predictive probability of a word given document-topic counts n_k of n tokens is
 
-    p(w | n) = sum_k (alpha + n_k) p(w | k) / (n + K alpha),
+    p(w | n) = sum_k (alpha_k + n_k) p(w | k) / (n + sum_k alpha_k),
 
 whose numerator splits like the sampler's buckets:
-    sum_k n_k smoothing[k]  (doc_mass, kept by the caller)  +  alpha * sum_k smoothing[k]
-  + alpha * sum_{k in row w} coef[k, w]  +  sum_{k in row w, n_k > 0} n_k coef[k, w].
+    sum_k n_k smoothing[k]  (doc_mass, kept by the caller)  +  sum_k alpha_k smoothing[k]
+  + sum_{k in row w} alpha_k coef[k, w]  +  sum_{k in row w, n_k > 0} n_k coef[k, w].
+
+alpha is a number (a symmetric prior) or K numbers (an asymmetric one; kernels/prior.py).
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from .doc_state import add_token, clear_document, document_scratch
 from .frozen import lookup
 from .gibbs import draw_topic, scans
 from .jit import document_kernel
+from .prior import prior_scale, prior_total
 from .rng import next_uniform
 
 
 @njit(cache=True, inline="always")
 def word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
-    """sum_k (alpha + n_dk[k]) p(w | k) for local word w (n_dk may be counts or weights).
+    """sum_k (alpha_k + n_dk[k]) p(w | k) for local word w (n_dk may be counts or weights).
 
     doc_topics[:n_doc_topics] are the topics with n_dk > 0 and doc_mass = sum n_dk smoothing.
     """
@@ -46,7 +49,8 @@ def word_mass(w, alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen):
         for i in range(n_doc_topics):
             shared += n_dk[doc_topics[i]] * lookup(index, w, doc_topics[i])
     row = row_coef_cumsum[hi - 1] if hi > lo else 0.0
-    return shared + alpha * row + doc_mass + alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
+    scale = prior_scale(alpha)
+    return shared + scale * row + doc_mass + scale * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
 
 
 @document_kernel
@@ -61,7 +65,7 @@ def left_to_right_document(tokens, alpha, particles, resample, seed, frozen,
     """
     smoothing = frozen[4]
     n_tokens = tokens.shape[0]
-    total_alpha = alpha * smoothing.shape[0]
+    total_alpha = prior_total(alpha, smoothing.shape[0])
     state = seed
     for n in range(n_tokens):
         p_token[n] = 0.0
@@ -149,7 +153,7 @@ def left_to_right_batch(doc_indptr, entry_words, entry_counts, doc_seeds, worker
 @njit(cache=True)
 def completion_loglik(doc_indptr, entry_words, entry_counts, fit_indptr, fit_topics, fit_counts, alpha, frozen):
     """Per document, sum over the held-out entries of count * log p(w | theta_hat), with
-    theta_hat[k] = (alpha + n_k) / (n + K alpha) from the fitted topic counts n_k (the CSR
+    theta_hat[k] = (alpha_k + n_k) / (n + sum_k alpha_k) from the fitted topic counts n_k (the CSR
     fit_*, possibly fractional) of the n observed tokens."""
     smoothing = frozen[4]
     n_topics = smoothing.shape[0]
@@ -168,7 +172,7 @@ def completion_loglik(doc_indptr, entry_words, entry_counts, fit_indptr, fit_top
             n_doc_topics += 1
             doc_mass += fit_counts[j] * smoothing[k]
             n_fit += fit_counts[j]
-        norm = n_fit + alpha * n_topics
+        norm = n_fit + prior_total(alpha, n_topics)
         for e in range(doc_indptr[d], doc_indptr[d + 1]):
             mass = word_mass(entry_words[e], alpha, n_dk, doc_topics, n_doc_topics, doc_mass, frozen)
             out[d] += entry_counts[e] * math.log(mass / norm)

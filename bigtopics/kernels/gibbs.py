@@ -3,23 +3,24 @@
 Within a minibatch the topic-word statistics N are fixed, so the conditional of token i of
 document d (word w) is
 
-    p(z_i = k | z_-i) ∝ (alpha + n_dk) * beta[k, w]
-                      = (alpha + n_dk) * (smoothing[k] + coef[k, w])
+    p(z_i = k | z_-i) ∝ (alpha_k + n_dk) * beta[k, w]
+                      = (alpha_k + n_dk) * (smoothing[k] + coef[k, w])
 
 with beta estimated from N by its mean (the default) or its geometric mean exp(E[log beta])
 (beta_estimate "geometric"; kernels/frozen.py): smoothing[k] dense over topics, coef[k, w] > 0
 only where N[k,w] > 0 (algorithms.md, section 1). The mass splits
 into buckets (after Mimno et al. 2012, appendix A):
 
-    word   = sum_{k: N[k,w] > 0} (alpha + n_dk) coef[k,w]    the word's row
+    word   = sum_{k: N[k,w] > 0} (alpha_k + n_dk) coef[k,w]  the word's row
     doc    = sum_{k: n_dk > 0} n_dk smoothing[k]             kept incrementally
-    static = alpha * sum_k smoothing[k]                      fixed for the minibatch
+    static = sum_k alpha_k smoothing[k]                      fixed for the minibatch
 
 A short row (at most SCAN_PER_DOC_TOPIC times the document's topics) is summed in one
 branch-free pass. A long row splits its bucket into shared = sum n_dk coef[k,w] over the
-document's topics, each looked up in the row's index, and alpha * sum coef[k,w], fixed for the
-minibatch and drawn from prefix sums. The static bucket is drawn from prefix sums too (the exact,
-static counterpart of Li et al.'s alias tables). A draw therefore costs
+document's topics, each looked up in the row's index, and sum alpha_k coef[k,w], fixed for the
+minibatch and drawn from prefix sums. The static bucket is drawn from prefix sums too (the
+exact, static counterpart of Li et al.'s alias tables). alpha is a number (a symmetric prior)
+or K numbers (an asymmetric one; kernels/prior.py). A draw therefore costs
 O(min(row length, doc topics) + doc topics + log K), never O(K).
 
 The tokens of one entry (a word repeated in the document) are drawn one after another, and
@@ -49,6 +50,7 @@ from numba import njit, prange
 from .doc_state import add_token, document_scratch, finish_document, first_above
 from .frozen import lookup
 from .jit import document_kernel
+from .prior import prior_of, prior_scale
 from .rng import next_uniform
 
 # The per-token helpers are inlined at numba's level, and the document loop runs without numba's
@@ -72,7 +74,7 @@ def word_share(w, scanned, alpha, n_dk, doc_topics, n_doc_topics, frozen, word_c
     n_items.
 
     A scanned row's items are its entries j (topic row_topics[row_indptr[w] + j]), of mass
-    (alpha + n_dk) coef[k, w]; otherwise the items are the document's topics in the row
+    (alpha_k + n_dk) coef[k, w]; otherwise the items are the document's topics in the row
     (word_topic[j], coef word_coef[j]), of mass n_dk coef[k, w], and the row's alpha coef[k, w]
     lies outside the share (outside_mass).
     """
@@ -82,7 +84,7 @@ def word_share(w, scanned, alpha, n_dk, doc_topics, n_doc_topics, frozen, word_c
     if scanned:
         mass = 0.0
         for j in range(lo, hi):
-            mass += (alpha + n_dk[row_topics[j]]) * row_coef[j]
+            mass += (prior_of(alpha, row_topics[j]) + n_dk[row_topics[j]]) * row_coef[j]
             word_cum[j - lo] = mass
         return hi - lo
     index = frozen[6:]
@@ -119,8 +121,9 @@ def outside_mass(w, alpha, scanned, doc_mass, frozen):
     row_indptr, row_coef_cumsum, smoothing_cumsum = frozen[0], frozen[3], frozen[5]
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
-    row_mass = alpha * row_coef_cumsum[hi - 1] if hi > lo and not scanned else 0.0
-    return row_mass + doc_mass + alpha * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
+    scale = prior_scale(alpha)
+    row_mass = scale * row_coef_cumsum[hi - 1] if hi > lo and not scanned else 0.0
+    return row_mass + doc_mass + scale * smoothing_cumsum[smoothing_cumsum.shape[0] - 1]
 
 
 @njit(cache=True, inline="always")
@@ -130,10 +133,11 @@ def outside_topic(x, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass
     row_indptr, row_topics, _, row_coef_cumsum, smoothing, smoothing_cumsum = frozen[:6]
     lo = row_indptr[w]
     hi = row_indptr[w + 1]
+    scale = prior_scale(alpha)
     if not scanned and hi > lo:
-        row_mass = alpha * row_coef_cumsum[hi - 1]
+        row_mass = scale * row_coef_cumsum[hi - 1]
         if x < row_mass:
-            return row_topics[first_above(row_coef_cumsum, lo, hi, x / alpha)]
+            return row_topics[first_above(row_coef_cumsum, lo, hi, x / scale)]
         x -= row_mass
     if x < doc_mass and n_doc_topics > 0:
         for i in range(n_doc_topics):
@@ -141,7 +145,7 @@ def outside_topic(x, w, alpha, scanned, n_dk, doc_topics, n_doc_topics, doc_mass
             if x < 0.0:
                 return doc_topics[i]
         return doc_topics[n_doc_topics - 1]
-    return first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], (x - doc_mass) / alpha)
+    return first_above(smoothing_cumsum, 0, smoothing_cumsum.shape[0], (x - doc_mass) / scale)
 
 
 @njit(cache=True, inline="always")
@@ -254,7 +258,7 @@ def draw_token(state, share, w, need_coef, alpha, n_dk, doc_topics, n_doc_topics
     slot = change_slot[k]
     if slot >= 0 and change_counts[slot] < 0:
         # the item lost: accept with probability (its mass now) / (its summed mass)
-        prior = alpha if scanned else 0.0
+        prior = prior_of(alpha, k) if scanned else 0.0
         state, u = next_uniform(state)
         if u * (prior + n_dk[k] - change_counts[slot]) >= prior + n_dk[k]:
             # rejected: an exact draw from the share summed again (the same items, the same bucket)

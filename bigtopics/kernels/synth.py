@@ -4,16 +4,18 @@ For document d, with its own counter-based random streams (rng.py), so that what
 depends on the block it is generated in or the thread that runs it:
 
     N_d      = 1 + Poisson(mean_length - 1)          (at least one token, mean `mean_length`)
-    theta_d  ~ Dirichlet(alpha, ..., alpha)          over K topics
+    theta_d  ~ Dirichlet(alpha_1, ..., alpha_K)      over K topics (alpha_k = alpha if symmetric)
     z_di     ~ Categorical(theta_d)                  for i = 1..N_d
     w_di     ~ Categorical(beta[z_di])               beta: K x V topic-word distributions
 
 theta_d is integrated out for the topics: z_d1, z_d2, ... follow the Polya urn
 
-    p(z_di = k | z_d1..z_d(i-1)) = (alpha + n_dk) / (K alpha + i - 1),
+    p(z_di = k | z_d1..z_d(i-1)) = (alpha_k + n_dk) / (alpha_0 + i - 1),   alpha_0 = sum_k alpha_k
 
-drawn in O(1) with one uniform (a uniformly chosen topic with probability K alpha / (K alpha +
-i - 1), else the topic of a uniformly chosen earlier token), so a token costs O(1) whatever K.
+drawn with one uniform (a topic drawn from the prior with probability alpha_0 / (alpha_0 + i - 1),
+else the topic of a uniformly chosen earlier token), so a token costs O(1) whatever K with a
+symmetric prior (a uniform topic), O(K) for the rarer draws from an asymmetric one. alpha is a
+number or K numbers (kernels/prior.py).
 When the true proportions are wanted, theta_d is then drawn from its conditional
 Dirichlet(alpha + n_d): (theta_d, z_d) has exactly the joint distribution of the model.
 
@@ -30,8 +32,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, prange, types, uint64
+from numba.extending import overload
 
+from .prior import prior_total, prior_vector
 from .rng import next_uniform, stream_seed
 
 LENGTH_STREAM = 1
@@ -188,7 +192,7 @@ def draw_documents(word_alias, alpha, seed, first_doc, offsets, topics, tokens, 
     """
     n_topics = word_alias.shape[0]
     n_docs = offsets.shape[0] - 1
-    prior_mass = n_topics * alpha
+    prior_mass = prior_total(alpha, n_topics)
     for i in prange(n_docs):
         lo = offsets[i]
         state = stream_seed(seed, TOKEN_STREAM, first_doc + i)
@@ -197,7 +201,7 @@ def draw_documents(word_alias, alpha, seed, first_doc, offsets, topics, tokens, 
             state, u = next_uniform(state)
             x = u * (prior_mass + (t - lo))
             if x < prior_mass:
-                topics[t] = min(int(x / alpha), n_topics - 1)
+                topics[t] = prior_topic(alpha, x, n_topics)
             else:
                 topics[t] = topics[lo + min(int(x - prior_mass), t - lo - 1)]
         # Words in a loop of their own: the table reads are independent of one another, so the
@@ -209,15 +213,32 @@ def draw_documents(word_alias, alpha, seed, first_doc, offsets, topics, tokens, 
             draw_theta(alpha, topics[lo:hi], stream_seed(seed, THETA_STREAM, first_doc + i), theta_out[i])
 
 
+def prior_topic(alpha, x, n_topics):
+    """The topic at x in [0, alpha_0) of the prior's masses laid end to end."""
+
+
+@overload(prior_topic, inline="always")
+def _prior_topic(alpha, x, n_topics):
+    if isinstance(alpha, types.Array):
+        def scan(alpha, x, n_topics):
+            for k in range(n_topics - 1):
+                x -= alpha[k]
+                if x < 0.0:
+                    return k
+            return n_topics - 1
+        return scan
+    return lambda alpha, x, n_topics: min(int(x / alpha), n_topics - 1)
+
+
 @njit(cache=True)
 def draw_theta(alpha, doc_topics, state, theta):
-    """theta ~ Dirichlet(alpha + n_k), n_k the count of topic k in doc_topics.
+    """theta ~ Dirichlet(alpha_k + n_k), n_k the count of topic k in doc_topics.
 
     Normalised Gamma variates, scaled by the largest before exponentiating so that a tiny alpha
     cannot underflow all of them to zero.
     """
     n_topics = theta.shape[0]
-    shape = np.full(n_topics, alpha)
+    shape = prior_vector(alpha, n_topics)
     for z in doc_topics:
         shape[z] += 1.0
     log_g = np.empty(n_topics)

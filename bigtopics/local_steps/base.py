@@ -63,6 +63,17 @@ class LocalStep(ABC):
     def default_eta(self) -> float:
         return 0.01
 
+    @property
+    def learns_alpha(self) -> bool:
+        """Whether the step's `run` takes `prior_counts=True`, to return the counts of a sweep
+        (StepResult.prior_counts), and an asymmetric alpha (one value per topic), as learning
+        alpha needs (priors.py)."""
+        return False
+
+    def describe(self) -> str:
+        """The step as the CLI selects it, for messages."""
+        return f"--local-step {self.name}"
+
     @abstractmethod
     def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
             n_workers: int) -> StepResult:

@@ -21,7 +21,7 @@ from ..kernels.ranges import even_ranges
 from ..kernels.saved import store_last_sweep
 from ..kernels.sparse_stats import merge_pairs
 from ..minibatch import Minibatch
-from ..stats import StepResult
+from ..stats import PriorCounts, StepResult
 from .base import LocalStep, check, option
 
 SAMPLERS = ("buckets", "alias", "mh")
@@ -83,18 +83,29 @@ class GibbsStep(LocalStep):
         best). With the mean of beta a small eta is right, as in MALLET, tomotopy and gensim."""
         return 0.5 if self.beta_estimate == "geometric" else 0.01
 
-    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
-            n_workers: int) -> StepResult:
+    @property
+    def learns_alpha(self) -> bool:
+        return self.sampler == "buckets"
+
+    def describe(self) -> str:
+        return f"--local-step gibbs --sampler {self.sampler}"
+
+    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
+            n_workers: int, prior_counts: bool = False) -> StepResult:
         tallies = gibbs_sample(batch, frozen, doc_seeds, alpha=alpha, burnin=self.burnin, samples=self.samples,
                                sampler=self.sampler, mh_steps=self.mh_steps, n_workers=n_workers)
         words, topics, counts = merge_pairs(tallies.words, tallies.topics, tallies.counts, tallies.starts,
                                             tallies.sizes, len(frozen.words), frozen.n_topics)
-        last_sweep = None
-        if self.exclude_own:
+        last_sweep = counted = None
+        if self.exclude_own or prior_counts:
             token_starts = batch.token_starts()
             last_sweep = np.empty(int(token_starts[-1]), topic_dtype(frozen.n_topics))
             store_last_sweep(tallies.assignments, token_starts, self.samples, last_sweep, token_starts[:-1])
-        return StepResult(frozen.words[words], topics, counts.astype(np.float64), self.samples, last_sweep)
+            if prior_counts:
+                counted = PriorCounts.of_sweep(np.diff(token_starts), np.repeat(batch.words, batch.counts),
+                                               last_sweep, frozen.n_topics)
+        return StepResult(frozen.words[words], topics, counts.astype(np.float64), self.samples,
+                          last_sweep if self.exclude_own else None, counted)
 
 
 @dataclass
@@ -120,7 +131,7 @@ def gibbs_sample(
     frozen: FrozenTopics,
     doc_seeds: np.ndarray,
     *,
-    alpha: float,
+    alpha: float | np.ndarray,
     burnin: int,
     samples: int,
     sampler: str = "buckets",
@@ -129,7 +140,8 @@ def gibbs_sample(
 ) -> DocumentTallies:
     """Sparse Gibbs sampling of every document of the batch.
 
-    The sampler draws each topic from the four buckets (kernels/gibbs.py), exactly with alias
+    alpha is a number (symmetric) or one per topic (asymmetric; the bucket sampler only). The
+    sampler draws each topic from the four buckets (kernels/gibbs.py), exactly with alias
     tables ("alias") or by mh_steps Metropolis-Hastings steps with alias proposals ("mh"; both in
     kernels/alias_gibbs.py). Documents are split into n_workers contiguous ranges of about equal
     token counts, each sampled by one numba thread; every document has its own random stream and
@@ -156,12 +168,15 @@ def gibbs_sample(
     seeds = np.asarray(doc_seeds, np.uint64)
     max_doc_tokens = int(doc_tokens.max(initial=1))
     if sampler == "buckets":
+        view, alpha = frozen.prior_view(alpha)
         _sample_minibatch(
-            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
-            int(samples), max_doc_tokens, int(row_lengths.max(initial=1)), frozen.kernel_view(), out_words,
+            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, alpha, int(burnin),
+            int(samples), max_doc_tokens, int(row_lengths.max(initial=1)), view, out_words,
             out_topics, out_counts, out_n_pairs, out_saved,
         )
     else:
+        if np.ndim(alpha):
+            raise ValueError(f"the {sampler} sampler takes a symmetric alpha only")
         alias_sample_minibatch(
             batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
             int(samples), int(mh_steps) if sampler == "mh" else 0, max_doc_tokens, frozen.alias_view(),

@@ -1,0 +1,87 @@
+"""The document-topic prior as the sampler and evaluator kernels take it.
+
+`alpha` is either a number, a symmetric prior alpha_k = alpha, or an array of K numbers, an
+asymmetric one (learned: bigtopics/priors.py). numba compiles a kernel apart for each kind, and
+the helpers here resolve at compile time, so with a number the kernels do exactly the arithmetic
+they did before asymmetric priors existed (the same models, bit for bit).
+
+The frozen view's two running sums enter the conditional only multiplied by the prior:
+
+    sum_k alpha_k smoothing[k]           and, over a word's row, sum_k alpha_k coef[k, w]
+
+With a number they are the plain running sums (smoothing_cumsum, row_coef_cumsum) times alpha;
+with an array the view holds them already weighted by alpha_k (frozen.FrozenTopics.prior_view)
+and the factor is 1. So a kernel writes `prior_scale(alpha) * running sum`, and
+`prior_of(alpha, k)` where one topic's alpha_k is needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+
+def prior_of(alpha, k):
+    """alpha_k."""
+    return alpha if np.ndim(alpha) == 0 else alpha[k]
+
+
+def prior_scale(alpha):
+    """The factor of the view's running sums: alpha if symmetric, 1 if they are weighted."""
+    return alpha if np.ndim(alpha) == 0 else 1.0
+
+
+def prior_total(alpha, n_topics):
+    """sum_k alpha_k."""
+    return alpha * n_topics if np.ndim(alpha) == 0 else float(np.sum(alpha))
+
+
+def prior_vector(alpha, n_topics):
+    """alpha_1..alpha_K as a new array."""
+    return np.full(n_topics, alpha) if np.ndim(alpha) == 0 else np.array(alpha, np.float64)
+
+
+@overload(prior_of, inline="always")
+def _prior_of(alpha, k):
+    if isinstance(alpha, types.Array):
+        return lambda alpha, k: alpha[k]
+    return lambda alpha, k: alpha
+
+
+@overload(prior_scale, inline="always")
+def _prior_scale(alpha):
+    if isinstance(alpha, types.Array):
+        return lambda alpha: 1.0
+    return lambda alpha: alpha
+
+
+@overload(prior_total, inline="always")
+def _prior_total(alpha, n_topics):
+    if isinstance(alpha, types.Array):
+        def total(alpha, n_topics):
+            s = 0.0
+            for k in range(alpha.shape[0]):
+                s += alpha[k]
+            return s
+        return total
+    return lambda alpha, n_topics: alpha * n_topics
+
+
+@overload(prior_vector)
+def _prior_vector(alpha, n_topics):
+    if isinstance(alpha, types.Array):
+        return lambda alpha, n_topics: alpha.copy()
+    return lambda alpha, n_topics: np.full(n_topics, alpha)
+
+
+@njit(cache=True)
+def weighted_row_cumsum(row_indptr, row_topics, row_coef, alpha):
+    """The running sum of alpha[k] coef[k, w] within each row (CSR over rows)."""
+    out = np.empty(row_coef.shape[0], np.float64)
+    for r in range(row_indptr.shape[0] - 1):
+        total = 0.0
+        for j in range(row_indptr[r], row_indptr[r + 1]):
+            total += alpha[row_topics[j]] * row_coef[j]
+            out[j] = total
+    return out
