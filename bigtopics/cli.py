@@ -119,12 +119,16 @@ def main():
                    "default to the ones it records.")
 @click.option("--skip-bad", is_flag=True, help="Skip (and count) malformed lines instead of stopping.")
 @click.option("--workers", type=int, default=0, help="Tokenizing processes (default: all cores).")
+@click.option("--memory-limit", default=None,
+              help="Memory for the vocabularies and buffers of all processes, e.g. 800M or 1.5G (default: a "
+                   "quarter of the memory available, at most 1G); any number of distinct strings fits in it.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store.")
 @click.option("--quiet", is_flag=True, help="No progress output and no summary.")
 @storage_options_option
 @user_errors
 def ingest(inputs, output, fmt, text_field, id_field, bow_field, section_tokens, min_length, token_pattern, stoplist,
-           keep_case, min_df, max_df, max_vocab, vocabulary_from, skip_bad, workers, overwrite, quiet, storage_options):
+           keep_case, min_df, max_df, max_vocab, vocabulary_from, skip_bad, workers, memory_limit, overwrite, quiet,
+           storage_options):
     """Tokenize text files or directories INPUTS into a store for training (or, with
     --vocabulary, for inference with a model trained on another store)."""
     from dataclasses import replace
@@ -132,6 +136,7 @@ def ingest(inputs, output, fmt, text_field, id_field, bow_field, section_tokens,
     from click.core import ParameterSource
 
     from .ingest import Pruning, ingest as run_ingest, read_vocabulary
+    from .memory import parse_bytes
     from .readers import FormatOptions
     from .tokenizer import TokenizerSettings
 
@@ -157,7 +162,7 @@ def ingest(inputs, output, fmt, text_field, id_field, bow_field, section_tokens,
                               skip_bad=skip_bad),
         pruning=pruning, vocabulary=vocabulary,
         section_tokens=section_tokens, workers=workers, overwrite=overwrite, quiet=quiet,
-        storage_options=storage_options,
+        storage_options=storage_options, memory_limit=memory_limit and parse_bytes(memory_limit),
     )
     if not quiet:
         click.echo(report.summary(), err=True)
@@ -254,15 +259,6 @@ def local_step_options(fn):
 @click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024; 512 with --exclude-own]")
 @click.option("--alpha", type=float, help="Document-topic prior of each topic.  [default: 5/K, as MALLET]")
 @click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
-@click.option("--optimize-alpha/--no-optimize-alpha", default=None,
-              help="Learn an asymmetric alpha_k from the documents' topic counts (Minka's fixed point, as MALLET's "
-                   "--optimize-interval), starting from --alpha; gibbs --sampler buckets.  [default: off]")
-@click.option("--optimize-eta/--no-optimize-eta", default=None,
-              help="Learn eta from the topic-word statistics, starting from --eta; mean estimate of beta only.  "
-                   "[default: off]")
-@click.option("--optimize-every", type=int, help="Minibatches between two updates of the learned priors.  [default: 5]")
-@click.option("--optimize-burn-in", type=int, help="Minibatches before the first update of the learned priors.  "
-              "[default: 20]")
 @click.option("--local-step", type=click.Choice(list(LOCAL_STEPS)),
               help="Per-document inference: " + "; ".join(f"{name}: {step.summary}" for name, step in LOCAL_STEPS.items())
                    + ".  [default: gibbs]")

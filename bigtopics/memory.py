@@ -66,6 +66,19 @@ def return_large_frees_to_os() -> bool:
     return mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
 
 
+BYTE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """"1.5G", "800M", "64MiB", "2000000" -> bytes (units are powers of 1024)."""
+    number = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = number[-1:] if number[-1:] in BYTE_UNITS else ""
+    try:
+        return int(float(number.removesuffix(unit)) * BYTE_UNITS[unit])
+    except ValueError:
+        raise ValueError(f"{text!r} is not a size (such as 800M or 1.5G)") from None
+
+
 def format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
