@@ -56,6 +56,7 @@ from .reader import read_ahead
 from .model import Model, alpha_attribute, load_model
 from .outputs import Location, NewGroup, OutputLock, check_output, locate
 from .progress import Progress
+from .stopping import InterruptsThatStick
 from .workers import use_threads
 from .store import (CSR_ENCODING, CSRBlock, Store, StoreError, check_format, default_compressors, index_dtype_for,
                     open_store)
@@ -238,12 +239,14 @@ def infer(run, store_path, output, settings: InferSettings | None = None, *, ove
     check_output(output, overwrite, [model.path, store.location], kind="doc_topics")
     parts = _parts_dir(output, model)
     parts.parent.mkdir(parents=True, exist_ok=True)
-    with infer_lock(output, model):  # a second inference into the same output refuses
-        return _infer_locked(model, store, output, parts, settings, overwrite, quiet, part_tokens, cluster, scheduler)
+    with infer_lock(output, model), InterruptsThatStick() as interrupts:  # a second inference into it refuses
+        return _infer_locked(model, store, output, parts, settings, overwrite, quiet, part_tokens, cluster, scheduler,
+                             interrupts)
 
 
 def _infer_locked(model: Model, store: Store, output: Location, parts: Path, settings: InferSettings,
-                  overwrite: bool, quiet: bool, part_tokens: int, cluster, scheduler) -> dict:
+                  overwrite: bool, quiet: bool, part_tokens: int, cluster, scheduler,
+                  interrupts: InterruptsThatStick) -> dict:
     n_blocks = max(1, len(store.block_starts()))
     docs_per_part = store.docs_per_block * max(1, round(part_tokens * n_blocks / max(store.n_tokens, 1)))
     manifest = {"model": str(model.path.resolve()), "model_progress": model.attrs.get("progress"),
@@ -276,9 +279,11 @@ def _infer_locked(model: Model, store: Store, output: Location, parts: Path, set
                 np.savez(buffer, **result)
                 atomic_write_bytes(parts / _part_name(start), buffer.getvalue())
                 progress.update(len(result["doc_lengths"]))
+                interrupts.check()  # a part computed while a Ctrl-C was swallowed is sound: keep it, then stop
     finally:
         if cluster is not None or scheduler is not None:
             client.close()
+    interrupts.check()
     nnz = _assemble(parts, starts, output, model, store, settings, manifest, overwrite)
     shutil.rmtree(parts, ignore_errors=True)
     return {"n_docs": store.n_docs, "parts_computed": len(todo), "parts_reused": len(starts) - len(todo),

@@ -1,5 +1,6 @@
 """Inference of document-topic proportions: recovery, determinism, resumption, bad input."""
 
+import ctypes
 import importlib
 import os
 import signal
@@ -17,6 +18,7 @@ from bigtopics.infer import DocTopics, InferSettings, infer
 from bigtopics.model import load_model
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.settings import TrainSettings
+from bigtopics.stopping import InterruptsThatStick
 from bigtopics.trainer import train
 
 infer_module = importlib.import_module("bigtopics.infer")  # the package exports a function of that name
@@ -157,6 +159,41 @@ def test_a_damaged_part_of_an_interrupted_infer_is_computed_again(trained, tmp_p
     a, b = arrays(out), arrays(fresh)
     for name in a:
         np.testing.assert_array_equal(a[name], b[name])
+
+
+def _swallowed_interrupt():
+    """Ctrl-C landing inside a ctypes callback, as in numba's first compile: ctypes prints the
+    KeyboardInterrupt and drops it."""
+    callback = ctypes.CFUNCTYPE(None)(lambda: signal.raise_signal(signal.SIGINT))
+    callback()
+
+
+def test_a_ctrl_c_swallowed_by_a_callback_still_stops_at_the_next_check():
+    with InterruptsThatStick() as interrupts:
+        _swallowed_interrupt()  # without the handler this returns as if nothing happened
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.check()
+
+
+def test_infer_stops_after_a_swallowed_ctrl_c_keeping_its_parts(trained, tmp_path, monkeypatch):
+    store, run = trained
+    out, parts = tmp_path / "out.zarr", tmp_path / ".out.zarr.parts"
+    calls = []
+
+    def compiling_then_interrupted(*args, **kwargs):
+        if not calls:
+            _swallowed_interrupt()
+        calls.append(1)
+        return real_infer_block(*args, **kwargs)
+
+    real_infer_block = infer_module.infer_block
+    with monkeypatch.context() as patch:
+        patch.setattr(infer_module, "infer_block", compiling_then_interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            infer(run, store, out, InferSettings(seed=5), quiet=True, part_tokens=2000)
+    assert not out.exists() and len(list(parts.glob("part-*.npz"))) == 1
+    summary = infer(run, store, out, InferSettings(seed=5), quiet=True, part_tokens=2000)
+    assert summary["parts_reused"] == 1
 
 
 def test_refuses_a_store_with_another_vocabulary(trained, tmp_path):
