@@ -110,11 +110,20 @@ def test_txt_directory_lines_and_tsv(tmp_path):
 
 
 def test_bow_jsonl(tmp_path):
-    docs = [{"id": "v1", "counts": {"Apple": 2, "apple": 1, "the": 5, "it's": 3, "pear": 4}, "vol": 1},
-            {"id": "v2", "counts": {"pear": 1}, "vol": 2}]
-    run(write_jsonl(tmp_path / "bow.jsonl", docs), tmp_path / "b.zarr", formats=FormatOptions(format="bow-jsonl"))
-    assert store_docs(tmp_path / "b.zarr") == {"v1": {"apple": 3, "pear": 4}, "v2": {"pear": 1}}
+    """Pre-counted words are kept as given (lowercased), stop words excepted: someone else tokenized them."""
+    docs = [{"id": "v1", "counts": {"Apple": 2, "apple": 1, "the": 5, "it's": 3, "pear": 4, "c++": 1, "x11": 2,
+                                    "mp3": 1, "w00001": 1, "ox": 6}, "vol": 1},
+            {"id": "v2", "counts": {"pear": 1, "C++": 2}, "vol": 2}]
+    report = run(write_jsonl(tmp_path / "bow.jsonl", docs), tmp_path / "b.zarr",
+                 formats=FormatOptions(format="bow-jsonl"))
+    assert store_docs(tmp_path / "b.zarr") == {
+        "v1": {"apple": 3, "it's": 3, "pear": 4, "c++": 1, "x11": 2, "mp3": 1, "w00001": 1, "ox": 6},
+        "v2": {"pear": 1, "c++": 2}}
     assert open_store(tmp_path / "b.zarr").metadata("vol").tolist() == [1, 2]
+    assert report.stats["raw_tokens"] == 29 and report.stats["stop_tokens"] == 5
+    (tmp_path / "empty.jsonl").write_text(json.dumps({"id": "v3", "counts": {" ": 1}}) + "\n")
+    with pytest.raises(InputError, match="empty.jsonl:1: field 'counts' has an empty word"):
+        run(tmp_path / "empty.jsonl", tmp_path / "e.zarr", formats=FormatOptions(format="bow-jsonl"))
 
 
 def test_sections(tmp_path):
