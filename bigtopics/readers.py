@@ -285,6 +285,8 @@ def _parse_line(fmt: str, line: str | bytes, where: str, options: FormatOptions)
     counts = obj.pop(options.bow_field, None)
     if not isinstance(counts, dict) or not all(type(c) is int and c >= 0 for c in counts.values()):
         raise InputError(f"field {options.bow_field!r} must map words to counts (non-negative integers); set --bow-field")
+    if any(not word.strip() for word in counts):
+        raise InputError(f"field {options.bow_field!r} has an empty word")
     return Record(doc_id, counts=counts, meta=_metadata(obj))
 
 

@@ -129,24 +129,12 @@ class Tokenizer:
             else:
                 self._grow()
 
-    def word_ids(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, positions) of the given words that are single tokens (pre-counted input).
-
-        A word is kept if the tokenizer would read it as exactly one token; different spellings
-        that normalize to the same word get the same id.
-        """
-        normalized = [self.normalize(w) for w in words]
-        lengths = np.fromiter(map(len, normalized), np.int64, count=len(normalized))
-        starts = np.cumsum(lengths + 1) - lengths - 1
-        stops = starts + lengths
-        chars = code_points("\0".join(normalized))
-        if self.pattern is None:
-            breaks = np.concatenate([[0], np.cumsum(~self.is_word_char[chars])])
-            single = breaks[stops] == breaks[starts]
-        else:
-            single = np.fromiter((self.pattern.fullmatch(w) is not None for w in normalized), bool, count=len(words))
-        keep = np.flatnonzero(single & (lengths >= self.settings.min_length))
-        return self._intern_spans(chars, starts[keep], stops[keep]), keep
+    def word_ids(self, words: list[str]) -> np.ndarray:
+        """The ids of pre-counted words (bow-jsonl), kept as given: normalized like any token (NFC,
+        lowercased unless keep_case), so that spellings that differ only so share an id, but
+        neither split nor dropped by min_length or token_pattern (someone else tokenized them:
+        "c++", "x11" and two-letter words stay)."""
+        return self._intern_words([self.normalize(w) for w in words])
 
     # -- vocabulary ---------------------------------------------------------------------
     def words(self, start: int = 0) -> list[str]:

@@ -62,11 +62,11 @@ def test_token_pattern_overrides_letter_runs():
     assert tokens(tok, "R2D2 and C3PO, x") == ["r2d2", "and", "c3po"]
 
 
-def test_word_ids_keep_only_single_tokens_and_merge_spellings():
-    tok = Tokenizer(PLAIN)
-    ids, kept = tok.word_ids(["Apple", "apple", "ab", "don't", "x1", "pear"])
-    assert kept.tolist() == [0, 1, 5]
-    assert ids[0] == ids[1] != ids[2]
+def test_word_ids_keep_words_as_given_and_merge_spellings():
+    tok = Tokenizer(TokenizerSettings(stoplist="none", token_pattern=r"[a-z]{4,}"))  # neither applies to them
+    ids = tok.word_ids(["Apple", "apple", "ab", "don't", "x1", "C++", "c++", "pear"])
+    assert tok.words() == ["apple", "ab", "don't", "x1", "c++", "pear"]
+    assert ids.tolist() == [0, 0, 1, 2, 3, 4, 4, 5]
 
 
 def test_tables_grow_past_their_initial_size():

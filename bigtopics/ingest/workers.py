@@ -71,8 +71,8 @@ class UnitTokenizer:
         pieces, counts, bounds, doc_ids, rows_meta = [], [], [0], [], []
         for rec in records:
             if rec.counts is not None:
-                ids, kept = self.tok.word_ids(list(rec.counts))
-                counts.append(np.fromiter(rec.counts.values(), np.uint32, count=len(rec.counts))[kept])
+                ids = self.tok.word_ids(list(rec.counts))
+                counts.append(np.fromiter(rec.counts.values(), np.uint32, count=len(rec.counts)))
                 cuts = [0, len(ids)]
             else:
                 ids = self.tok.token_ids(rec.text)
