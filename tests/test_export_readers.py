@@ -1,0 +1,218 @@
+"""Exports opened by the tools that read them, unchanged: little_mallet_wrapper (MALLET's files),
+pyLDAvis, xarray and anndata (topic_word.zarr), dfr-browser's own files served over HTTP and
+opened in headless Chromium; state.gz read as R mallet and dfrtopics read MALLET's state."""
+
+import functools
+import gzip
+import http.server
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+
+from bigtopics.cli import main
+from bigtopics.infer import DocTopics, InferSettings, infer
+from bigtopics.model import load_model
+from bigtopics.settings import TrainSettings
+from bigtopics.store import open_store
+from bigtopics.synth import CorpusSpec, write_corpus
+from bigtopics.trainer import train
+
+SPEC = CorpusSpec(n_docs=600, n_topics=5, n_words=120, mean_length=40, alpha=0.1, eta=0.05, seed=7)
+DFR_BROWSER = Path(__file__).parent / "data" / "dfr-browser"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """Two epochs (so the run keeps its per-token topics, --exclude-own), document topics with
+    nothing left out (infer --threshold 0), every optional file."""
+    root = tmp_path_factory.mktemp("readers")
+    store, run, dt, out = root / "corpus.zarr", root / "run", root / "doc_topics.zarr", root / "out"
+    write_corpus(SPEC, store, "store", entries_per_chunk=4096)
+    train(store, run, TrainSettings(n_topics=SPEC.n_topics, epochs=2, batch_size=150, tau0=1), quiet=True)
+    infer(run, store, dt, InferSettings(threshold=0.0), quiet=True)
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--doc-topics", str(dt), "--top-words", "10",
+                                       "--state", "--topic-word-weights"])
+    assert result.exit_code == 0, result.output
+    return load_model(run), DocTopics(dt), open_store(store), out
+
+
+def dense_doc_topics(model, dt: DocTopics) -> np.ndarray:
+    theta = np.zeros((dt.n_docs, dt.n_topics))
+    for first, indptr, topics, weights, lengths in dt.iter_blocks():
+        rows = first + np.repeat(np.arange(len(lengths)), np.diff(indptr))
+        theta[first:first + len(lengths)] = (model.alpha / (lengths + dt.n_topics * model.alpha))[:, None]
+        theta[rows, topics] = weights
+    return theta
+
+
+def test_little_mallet_wrapper_reads_doc_topics_and_topic_word_weights(exported):
+    lmw = pytest.importorskip("little_mallet_wrapper")
+    model, dt, store, out = exported
+    distributions = np.array(lmw.load_topic_distributions(str(out / "doc_topics.txt")))
+    assert distributions.shape == (dt.n_docs, model.n_topics)
+    np.testing.assert_allclose(distributions, dense_doc_topics(model, dt), rtol=1e-5)
+    np.testing.assert_allclose(distributions.sum(1), 1.0, atol=1e-5)  # nothing left out: MALLET's rows
+    assert lmw.load_training_ids(str(out / "doc_topics.txt")) == [str(i) for i in store.doc_ids()]
+    word_probabilities = lmw.load_topic_word_distributions(str(out / "topic_word_weights.txt"))
+    for k in range(model.n_topics):
+        got = np.array([word_probabilities[k][w] for w in model.vocab])
+        np.testing.assert_allclose(got, model.word_probabilities(k), rtol=1e-6)
+
+
+def test_pyldavis_shows_the_models_numbers_in_topic_order(exported):
+    pyldavis = pytest.importorskip("pyLDAvis")
+    model, _, store, out = exported
+    prepared = pyldavis.prepare(**json.loads((out / "pyldavis.json").read_text()), n_jobs=1)
+    assert prepared.topic_order == list(range(model.n_topics))  # not renumbered by size
+    totals = model.topic_totals()
+    info = prepared.topic_info
+    for k in range(model.n_topics):
+        rows = info[info.Category == f"Topic{k}"]  # start_index 0: the topics' own ids
+        probabilities = model.word_probabilities(k)
+        index = {w: i for i, w in enumerate(model.vocab)}
+        np.testing.assert_allclose(rows.Freq / totals[k], [probabilities[index[t]] for t in rows.Term], rtol=1e-9)
+    # a word's frequency is the model's count of it, sum_k p(w|k) N[k]: the online estimate of the
+    # corpus's count (not inflated by renormalising over a trimmed vocabulary)
+    default = info[info.Category == "Default"].set_index("Term")
+    model_counts = sum(model.word_probabilities(k) * totals[k] for k in range(model.n_topics))
+    for term, row in default.iterrows():
+        w = int(np.flatnonzero(model.vocab == term)[0])
+        assert row.Total == pytest.approx(model_counts[w], abs=1)  # pyLDAvis rounds its Default rows
+        assert row.Total == pytest.approx(store.term_counts[w], rel=0.1)
+
+
+def test_xarray_and_anndata_open_topic_word(exported):
+    xr = pytest.importorskip("xarray")
+    anndata_io = pytest.importorskip("anndata.io")
+    model, _, _, out = exported
+    dataset = xr.open_zarr(out / "topic_word.zarr", consolidated=False)
+    assert dict(dataset.sizes) == {"topic_bound": model.n_topics + 1, "entry": model.n_entries,
+                                   "topic": model.n_topics}
+    matrix = anndata_io.read_elem(zarr.open_group(out / "topic_word.zarr", mode="r"))
+    assert matrix.shape == (model.n_topics, model.n_words)
+    np.testing.assert_array_equal(dataset["indptr"].values, matrix.indptr)
+    for k in range(model.n_topics):
+        row = np.full(model.n_words, float(dataset["smoothing"].values[k]))
+        lo, hi = matrix.indptr[k], matrix.indptr[k + 1]
+        row[matrix.indices[lo:hi]] = matrix.data[lo:hi]
+        np.testing.assert_allclose(row, model.word_probabilities(k), rtol=1e-6)
+
+
+def test_state_is_mallets_and_holds_the_runs_token_topics(exported):
+    model, _, store, out = exported
+    run = model.path.parent
+    saved = np.load(run / "assignments" / "topics.npy")
+    offsets = np.load(run / "assignments" / "token_offsets.npy")
+    with gzip.open(out / "state.gz", "rt", encoding="utf-8") as f:
+        assert f.readline() == "#doc source pos typeindex type topic\n"
+        alphas = f.readline()
+        assert alphas.startswith("#alpha : ") and [float(a) for a in alphas[9:].split()] == [model.alpha] * model.n_topics
+        assert f.readline() == f"#beta : {model.eta!r}\n"
+        # as R mallet's mallet.read.state and dfrtopics' read_sampling_state: six space-separated columns
+        rows = [line.split(" ") for line in f.read().splitlines()]
+    assert all(len(r) == 6 for r in rows)
+    docs, pos, types, topics = (np.array([int(r[i]) for r in rows]) for i in (0, 2, 3, 5))
+    assert [r[4] for r in rows] == list(model.vocab[types])
+    visited = [d for d in range(store.n_docs) if saved[offsets[d]] != np.iinfo(saved.dtype).max]
+    assert np.unique(docs).tolist() == visited and len(visited) == store.n_docs  # no held-out documents here
+    np.testing.assert_array_equal(topics, saved)  # every token's saved topic, in the store's order
+    for block in store.iter_blocks():
+        for i in range(block.n_docs):
+            d = block.start + i
+            words, counts = block.row(i)
+            mine = docs == d
+            np.testing.assert_array_equal(types[mine], np.repeat(words, counts))
+            np.testing.assert_array_equal(pos[mine], np.arange(counts.sum()))
+
+
+def test_state_is_refused_in_one_line_for_a_run_without_token_topics(exported, tmp_path):
+    model, dt, store, _ = exported
+    run = tmp_path / "one-epoch"
+    train(store.location, run, TrainSettings(n_topics=3, epochs=1, batch_size=200), quiet=True)
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "out"), "--state"])
+    assert result.exit_code != 0 and "keeps no per-token topics" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+# -- dfr-browser: its own files, served over HTTP, in headless Chromium ---------------------------
+def chrome_driver():
+    """A headless Chromium through selenium and Debian's chromium-driver, or a skip saying what is missing."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    browser, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+    if browser is None or driver is None:
+        pytest.skip("chromium and chromedriver are not installed (apt-get install -y chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1500"):
+        options.add_argument(flag)
+    options.binary_location = browser
+    return webdriver.Chrome(options=options, service=Service(driver))
+
+
+@pytest.fixture
+def dfr_site(exported, tmp_path):
+    """dfr-browser's files with the export's dfr-browser/ folder as its data/, served on 127.0.0.1."""
+    site = tmp_path / "site"
+    shutil.copytree(DFR_BROWSER, site)
+    shutil.copytree(exported[3] / "dfr-browser", site / "data")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_dfr_browser_opens_the_data_folder(exported, dfr_site, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    model, dt, _, _ = exported
+    counts = np.zeros((dt.n_docs, dt.n_topics), np.int64)
+    for first, indptr, topics, weights, lengths in dt.iter_blocks():
+        counts[first + np.repeat(np.arange(len(lengths)), np.diff(indptr)), topics] = np.rint(
+            weights * np.repeat(lengths, np.diff(indptr)))
+    driver = chrome_driver()
+    try:
+        def visible_alerts():
+            return driver.execute_script("return Array.from(document.querySelectorAll('#warning, #error'))"
+                                         ".filter(e => !e.classList.contains('hidden')).map(e => e.textContent)")
+
+        def rows(selector, n):
+            def ready(_):
+                found = driver.find_elements(By.CSS_SELECTOR, selector)
+                return found if len(found) >= n else False
+            return WebDriverWait(driver, 30).until(ready)
+
+        driver.get(dfr_site + "#/model/grid")
+        rows("#model_view_plot g.topic", model.n_topics)
+        for k in range(model.n_topics):  # every topic's circle carries its top words
+            label = driver.find_elements(By.CSS_SELECTOR, "#model_view_plot g.topic")[k].text
+            assert model.top_words(k, 1)[0][0] in label
+        driver.save_screenshot(str(tmp_path / "grid.png"))
+
+        d = 7
+        driver.get(dfr_site + f"#/doc/{d}")
+        shown = rows("#doc_topics tbody tr", int((counts[d] > 0).sum()))
+        tokens = sorted((int(r.find_elements(By.TAG_NAME, "td")[-1].text) for r in shown), reverse=True)
+        assert tokens == sorted(counts[d][counts[d] > 0].tolist(), reverse=True)
+
+        k = 2
+        driver.get(dfr_site + f"#/topic/{k + 1}")  # dfr-browser numbers topics from 1
+        top = rows("#topic_docs tbody tr", 1)
+        assert int(top[0].find_elements(By.TAG_NAME, "td")[-1].text) == counts[:, k][
+            np.argmax(counts[:, k] / np.maximum(counts.sum(1), 1))]
+        driver.save_screenshot(str(tmp_path / "topic.png"))
+        assert visible_alerts() == []
+        assert (tmp_path / "grid.png").stat().st_size > 10_000
+    finally:
+        driver.quit()
