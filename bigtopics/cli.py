@@ -444,18 +444,21 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
 @click.option("--state", is_flag=True,
               help="Also write state.gz (MALLET's --output-state: every token's topic), for runs trained with "
                    "--exclude-own.")
+@click.option("--diagnostics", is_flag=True,
+              help="Also write diagnostics.xml (MALLET's --diagnostics-file), for runs trained with --exclude-own.")
 @click.option("--overwrite", is_flag=True,
               help="Replace an earlier export (never a store or run, nor a folder holding files export did not write).")
 @storage_options_option
 @user_errors
 def export(run, output, doc_topics, store, top_words, index, doc_topics_threshold, doc_topics_max, topic_word_weights,
-           state, overwrite, storage_options):
+           state, diagnostics, overwrite, storage_options):
     """Write RUN's topics (and inferred document topics) as MALLET, search-engine, pyLDAvis and
     dfr-browser files (docs/formats.md)."""
     from .export import ExportOptions, export as run_export
 
     options = ExportOptions(top_words=top_words, index=index, doc_topics_threshold=doc_topics_threshold,
-                            doc_topics_max=doc_topics_max, topic_word_weights=topic_word_weights, state=state)
+                            doc_topics_max=doc_topics_max, topic_word_weights=topic_word_weights, state=state,
+                            diagnostics=diagnostics)
     names = run_export(run, output, doc_topics=doc_topics, store=store, options=options, overwrite=overwrite,
                        storage_options=storage_options)
     click.echo(f"{output}: {', '.join(names)}", err=True)

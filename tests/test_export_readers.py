@@ -216,3 +216,138 @@ def test_dfr_browser_opens_the_data_folder(exported, dfr_site, tmp_path):
         assert (tmp_path / "grid.png").stat().st_size > 10_000
     finally:
         driver.quit()
+
+
+# -- diagnostics.xml against TopicModelDiagnostics transcribed loop by loop ----------------------
+def mallet_diagnostics(model, store, saved, offsets, n_top):
+    """TopicModelDiagnostics (MALLET 2.0.8+) line by line over the saved topics, with the model's
+    N[k, w] as the topics' word counts (export/mallet_diagnostics.py): {topic: (scores, [word scores])}."""
+    import math
+
+    K, V, beta = model.n_topics, model.n_words, model.eta
+    alpha = [model.alpha] * K
+    alpha_sum = sum(alpha)
+    tokens_per_topic = model.topic_totals()
+    sorted_words = []
+    for k in range(K):
+        words, values = model.topic_entries(k)
+        sorted_words.append(sorted(zip(words.tolist(), values.tolist()), key=lambda p: (-p[1], p[0])))
+    top = [[w for w, _ in sorted_words[k][:n_top]] for k in range(K)]
+    proportions = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+    codoc = [[[0] * n_top for _ in range(n_top)] for _ in range(K)]
+    word_type_counts = [0] * V
+    rank1, nonzero = [0] * K, [0] * K
+    at = [[0] * len(proportions) for _ in range(K)]
+    c_log_c = [0.0] * K
+    n_tokens = 0
+    unvisited = np.iinfo(saved.dtype).max
+    for block in store.iter_blocks():
+        for i in range(block.n_docs):
+            d = block.start + i
+            words, counts = block.row(i)
+            tokens = np.repeat(words, counts).tolist()
+            topics = saved[offsets[d]:offsets[d + 1]].tolist()
+            if not topics or topics[0] == unvisited:
+                continue
+            topic_counts = [0] * K
+            present = [set() for _ in range(K)]
+            for w, t in zip(tokens, topics):
+                n_tokens += 1
+                word_type_counts[w] += 1
+                topic_counts[t] += 1
+                if w in top[t]:
+                    present[t].add(w)
+            max_topic, max_count = -1, -1
+            for t in range(K):
+                if topic_counts[t] > 0:
+                    nonzero[t] += 1
+                    if topic_counts[t] > max_count:
+                        max_topic, max_count = t, topic_counts[t]
+                    c_log_c[t] += topic_counts[t] * math.log(topic_counts[t])
+                    share = (alpha[t] + topic_counts[t]) / (alpha_sum + len(tokens))
+                    for j, threshold in enumerate(proportions):
+                        if share < threshold:
+                            break
+                        at[t][j] += 1
+                    for a in range(len(top[t])):
+                        if top[t][a] in present[t]:
+                            for b in range(a, len(top[t])):
+                                if a == b:
+                                    codoc[t][a][a] += 1
+                                elif top[t][b] in present[t]:
+                                    codoc[t][a][b] += 1
+                                    codoc[t][b][a] += 1
+            if max_topic > -1:
+                rank1[max_topic] += 1
+    norms = V * beta + tokens_per_topic
+    sum_default = sum(beta / norms[k] for k in range(K))
+    result = {}
+    for k in range(K):
+        T = tokens_per_topic[k]
+        counts = [c for _, c in sorted_words[k][:n_top]]
+        scores = {"tokens": T, "document_entropy": -c_log_c[k] / T + math.log(T)}
+        lengths = [len(model.vocab[w]) for w in top[k]]
+        scores["word-length"] = sum(lengths) / n_top
+        coherence, coherence_words = 0.0, []
+        for r in range(n_top):
+            row, low = 0.0, 0.0
+            for c in range(r):
+                s = math.log((codoc[k][r][c] + beta) / (codoc[k][c][c] + beta))
+                row += s
+                low = min(low, s)
+            coherence += row
+            coherence_words.append(low)
+        scores["coherence"] = coherence
+        scores["uniform_dist"] = sum((c / T) * math.log(c * V / T) for _, c in sorted_words[k])
+        scores["corpus_dist"] = sum((c / T) * math.log(n_tokens / T * c / word_type_counts[w]) for w, c in sorted_words[k])
+        scores["eff_num_words"] = 1 / sum((c / T) ** 2 for _, c in sorted_words[k])
+        docs = [codoc[k][r][r] for r in range(n_top)]
+        diff_words = []
+        for r in range(n_top):
+            p, q = counts[r] / sum(counts), docs[r] / sum(docs)
+            m = 0.5 * (p + q)
+            diff_words.append((0.5 * p * math.log(p / m) if p > 0 else 0) + (0.5 * q * math.log(q / m) if q > 0 else 0))
+        scores["token-doc-diff"] = sum(diff_words)
+        scores["rank_1_docs"] = rank1[k] / nonzero[k]
+        scores["allocation_ratio"] = at[k][6] / at[k][1]
+        scores["allocation_count"] = at[k][5] / nonzero[k]
+        exclusive = []
+        for w, c in sorted_words[k][:n_top]:
+            total = sum_default + sum(model.word_probabilities(j)[w] - beta / norms[j] for j in range(K))
+            exclusive.append(((beta + c) / norms[k]) / total)
+        scores["exclusivity"] = sum(exclusive) / n_top
+        word_scores = [{"rank": r + 1, "count": round(counts[r]), "prob": counts[r] / T, "docs": docs[r],
+                        "word-length": lengths[r], "coherence": coherence_words[r],
+                        "uniform_dist": (counts[r] / T) * math.log(counts[r] * V / T),
+                        "corpus_dist": (counts[r] / T) * math.log(n_tokens / T * counts[r] / word_type_counts[top[k][r]]),
+                        "token-doc-diff": diff_words[r], "exclusivity": exclusive[r], "word": model.vocab[top[k][r]]}
+                       for r in range(n_top)]
+        result[k] = (scores, word_scores)
+    return result
+
+
+def test_diagnostics_xml_matches_mallets_definitions(exported, tmp_path):
+    import xml.etree.ElementTree as ElementTree
+
+    model, _, store, _ = exported
+    run, out = model.path.parent, tmp_path / "diag"
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--diagnostics", "--top-words", "7"])
+    assert result.exit_code == 0, result.output
+    saved = np.load(run / "assignments" / "topics.npy")
+    offsets = np.load(run / "assignments" / "token_offsets.npy")
+    expected = mallet_diagnostics(model, store, saved, offsets, 7)
+    root = ElementTree.parse(out / "diagnostics.xml").getroot()
+    assert root.tag == "model" and len(root) == model.n_topics
+    for topic in root:
+        k = int(topic.get("id"))
+        scores, words = expected[k]
+        assert list(topic.attrib) == ["id", *scores]  # MALLET's fields, in MALLET's order
+        for name, value in scores.items():
+            assert float(topic.get(name)) == pytest.approx(value, abs=1e-4), name
+        assert len(topic) == 7
+        for element, want in zip(topic, words):
+            assert element.text == want["word"] and int(element.get("rank")) == want["rank"]
+            assert int(element.get("count")) == want["count"] and int(element.get("docs")) == want["docs"]
+            assert float(element.get("prob")) == pytest.approx(want["prob"], abs=1e-5)
+            for name in ("word-length", "coherence", "uniform_dist", "corpus_dist", "token-doc-diff", "exclusivity"):
+                assert float(element.get(name)) == pytest.approx(want[name], abs=1e-4), name

@@ -7,6 +7,7 @@ and the option that turns it on); WRITERS here is their registry, in the order t
   mallet       topic_keys.tsv, word_topic_counts.txt, topic_word_weights.txt (opt-in),
                doc_topics.txt (dense as MALLET's default; sparse with a threshold)
   state        state.gz, MALLET's --output-state (opt-in; runs that keep per-token topics)
+  mallet_diagnostics  diagnostics.xml, MALLET's --diagnostics-file (opt-in; the same runs)
   pyldavis     pyldavis.json, pyLDAvis.prepare's arguments with the model's numbers
   dfr          dfr-browser/, a complete dfr-browser data folder
   search       search.jsonl, search_solr.jsonl (Elasticsearch/OpenSearch, Solr)
@@ -32,14 +33,14 @@ from ..model import load_model
 from ..outputs import check_output, is_url
 from ..settings import check_integer, check_real
 from ..store import StoreError, open_store
-from . import dfr, mallet, model_files, pyldavis, search, state
+from . import dfr, mallet, mallet_diagnostics, model_files, pyldavis, search, state
 from .base import ExportContext, ExportOptions, Writer
 from .dfr import write_dfr_doc_topics
 from .search import RESERVED, search_names
 from .text import escape_id, escape_word, text_ids, unescape
 
-WRITERS: tuple[Writer, ...] = (*model_files.WRITERS, *mallet.WRITERS, *state.WRITERS, *pyldavis.WRITERS,
-                               *dfr.WRITERS, *search.WRITERS)
+WRITERS: tuple[Writer, ...] = (*model_files.WRITERS, *mallet.WRITERS, *state.WRITERS, *mallet_diagnostics.WRITERS,
+                               *pyldavis.WRITERS, *dfr.WRITERS, *search.WRITERS)
 MAX_TOP_WORDS = 100_000
 
 __all__ = ["ExportOptions", "RESERVED", "WRITERS", "escape_id", "escape_word", "export", "search_names", "text_ids",
@@ -50,7 +51,8 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
            log=None, storage_options: dict | None = None, **option_values) -> list[str]:
     """Write every export of a run into the directory `output` (published atomically) and return
     the names written. `options` (or its fields as keywords: top_words=20, index="bigtopics",
-    doc_topics_threshold=0.0, doc_topics_max=-1, topic_word_weights=False, state=False) choose
+    doc_topics_threshold=0.0, doc_topics_max=-1, topic_word_weights=False, state=False,
+    diagnostics=False) choose
     the files' forms; notices (renamed metadata fields, a stale evaluation.json, a file left out)
     go to `log` (default: stderr). `doc_topics` and `store` may be URLs (`storage_options` for
     them; bigtopics/outputs.py); `output` is local."""
@@ -61,8 +63,9 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     run = Path(run)
     model = load_model(run)
     check_integer(options.doc_topics_max, "--doc-topics-max", -1)
-    if options.state and not state.has_assignments(run):
-        raise ValueError(state.NO_ASSIGNMENTS.format(run=run))
+    for flag, wanted in (("--state", options.state), ("--diagnostics", options.diagnostics)):
+        if wanted and not state.has_assignments(run):
+            raise ValueError(state.NO_ASSIGNMENTS.format(flag=flag, run=run))
     output = Path(output)
     check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="export")
     dt = DocTopics(doc_topics, storage_options) if doc_topics else None

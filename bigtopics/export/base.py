@@ -26,6 +26,7 @@ class ExportOptions:
     doc_topics_max: int = -1            # MALLET --doc-topics-max (sparse form only); negative: all topics
     topic_word_weights: bool = False    # MALLET --topic-word-weights-file: K x V lines
     state: bool = False                 # MALLET --output-state: one line per token
+    diagnostics: bool = False           # MALLET --diagnostics-file: a pass over the store
 
 
 @dataclass

@@ -25,12 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..outputs import is_url
 from ..rundir import ASSIGNMENTS_DIR, read_settings
 from ..store import Store, open_store
 from .base import ExportContext, Writer, alphas
 from .text import escape_word
 
-NO_ASSIGNMENTS = ("--state: {run} keeps no per-token topics (only runs trained with --exclude-own, the default "
+NO_ASSIGNMENTS = ("{flag}: {run} keeps no per-token topics (only runs trained with --exclude-own, the default "
                   "for more than one epoch, do; docs/formats.md, 'state.gz')")
 
 
@@ -44,12 +45,12 @@ def training_store(ctx: ExportContext) -> Store:
     record = read_settings(ctx.run)
     store = ctx.store
     if store is None:
-        if not Path(record["store"]).exists():
-            raise FileNotFoundError(f"--state: the run's store {record['store']} is gone; give it with "
+        if not is_url(record["store"]) and not Path(record["store"]).exists():
+            raise FileNotFoundError(f"the run's store {record['store']} is gone; give it with "
                                     "--doc-topics and --store")
         store = open_store(record["store"])
     if store.fingerprint() != record["store_fingerprint"]:
-        raise ValueError(f"--state: {store.location} is not the store {ctx.run} was trained on")
+        raise ValueError(f"{store.location} is not the store {ctx.run} was trained on")
     return store
 
 
