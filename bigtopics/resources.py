@@ -17,6 +17,13 @@ TABLE_BYTES_PER_ENTRY = 24
 # Bytes per table entry while a checkpoint or a model snapshot gathers the table in memory
 # (topics and values word-major, the compressed copy or the topic-major transpose).
 GATHER_BYTES_PER_ENTRY = 40
+# Peak bytes per token of a minibatch while it is sampled with the next one read ahead (the
+# tokens' words, topics and documents, their (document, topic) and (word, topic) tallies, the rows
+# of its words): measured on book sections, growing with the topics a word and a document take.
+BATCH_BYTES_PER_TOKEN = 64
+BATCH_BYTES_PER_TOKEN_AND_TOPIC = 0.1
+# Beyond this many topics a token's share stops growing: documents and words use few of them.
+BATCH_TOPICS_CAP = 2000
 
 
 def resource_estimate(store: Store, settings: TrainSettings) -> tuple[dict[str, int], int]:
@@ -44,6 +51,16 @@ def resource_estimate(store: Store, settings: TrainSettings) -> tuple[dict[str, 
     return {what: n for what, n in disk.items() if n}, entries * GATHER_BYTES_PER_ENTRY + saved_in_checkpoint
 
 
+def minibatch_memory(store: Store, settings: TrainSettings) -> tuple[int, int]:
+    """(tokens of a minibatch of the mean document length, bytes it needs at most while sampled
+    with the next one read ahead and the held-out documents kept)."""
+    mean_tokens = store.n_tokens / max(store.n_docs, 1)
+    tokens = int(min(settings.batch_size, store.n_docs) * mean_tokens)
+    heldout = int(min(settings.heldout, store.n_docs) * mean_tokens)
+    per_token = BATCH_BYTES_PER_TOKEN + BATCH_BYTES_PER_TOKEN_AND_TOPIC * min(settings.n_topics, BATCH_TOPICS_CAP)
+    return tokens, int((tokens + heldout) * per_token)
+
+
 def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> None:
     """Refuse, before any work, a run that cannot fit on the disk that holds it (disk counted as
     disk: RAM does not hold the table, which is memory-mapped), and warn if a checkpoint of the
@@ -63,6 +80,12 @@ def check_resources(store: Store, settings: TrainSettings, run_dir: Path) -> Non
             f"{format_bytes(free)} free; free some disk, {', '.join(hints[:-1])}{' or ' if len(hints) > 1 else ''}"
             f"{hints[-1]}")
     available = available_bytes()
+    tokens, batch = minibatch_memory(store, settings)
+    if batch > available:
+        raise ValueError(
+            f"a minibatch of {settings.batch_size:,} documents (about {tokens:,} tokens) needs about "
+            f"{format_bytes(batch)} of memory while it is sampled with the next one read ahead, and "
+            f"{format_bytes(available)} is available; use a smaller --batch-size")
     if memory > available:
         warnings.warn(f"a checkpoint or model snapshot of the largest table this run can grow to gathers up to "
                       f"{format_bytes(memory)} in memory, and {format_bytes(available)} is available; if the "

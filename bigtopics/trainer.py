@@ -251,9 +251,16 @@ class Trainer:
                 shutil.rmtree(self.run_dir)
             finally:
                 self.lock.release()
+        created = not self.run_dir.exists()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.lock.acquire()
-        check_resources(self.store, self.settings, self.run_dir)
+        try:
+            check_resources(self.store, self.settings, self.run_dir)
+        except BaseException:  # refused before any work: leave no empty run behind
+            self.lock.release()
+            if created:  # it holds only the lock file
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
         self._write_settings()
 
     def _write_settings(self) -> None:

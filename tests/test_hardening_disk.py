@@ -274,6 +274,19 @@ def test_the_upfront_check_counts_disk_as_disk_and_not_memory(corpus, tmp_path, 
     assert memory > 0
 
 
+def test_a_minibatch_too_big_for_the_memory_is_refused_before_any_work(corpus, tmp_path, monkeypatch):
+    store = open_store(corpus)
+    tokens, needed = resources.minibatch_memory(store, TrainSettings(n_topics=40, batch_size=store.n_docs))
+    assert tokens == store.n_tokens and needed >= 64 * store.n_tokens
+    monkeypatch.setattr(resources, "available_bytes", lambda: needed - 1)
+    line = error_line(train_cli(corpus, "-o", tmp_path / "big", "-k", "40", "--batch-size", str(store.n_docs)))
+    assert f"a minibatch of {store.n_docs:,} documents (about {tokens:,} tokens)" in line
+    assert "use a smaller --batch-size" in line and not (tmp_path / "big").exists()
+    smaller = train_cli(corpus, "-o", tmp_path / "small", "-k", "40", "--batch-size", str(store.n_docs // 4),
+                        "--max-docs", str(store.n_docs // 4))
+    assert smaller.exit_code == 0, smaller.output
+
+
 def test_the_upfront_check_refuses_a_run_too_big_for_a_small_disk(corpus, small_disk):
     line = error_line(train_cli(corpus, "-o", small_disk.path / "run", *ARGS[:-1], "-k", "2000"))
     assert "may need up to" in line and str(small_disk.path / "run") in line
