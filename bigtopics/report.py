@@ -65,14 +65,17 @@ def top_documents(dt: DocTopics, n_topics: int, n: int) -> list[list[tuple[int, 
     return out
 
 
-def svg_plot(xs, ys, *, title: str, x_label: str, y_label: str, width: int = 640, height: int = 220) -> str:
-    """A line plot as inline SVG, axes labelled with their ranges."""
+def svg_plot(xs, ys, *, title: str, x_label: str, y_label: str, width: int = 640, height: int = 220,
+             from_zero: bool = False) -> str:
+    """A line plot as inline SVG, axes labelled with their ranges; with from_zero the y axis starts
+    at 0 (for a rate, whose ups and downs an axis drawn from its minimum would magnify)."""
     xs, ys = np.asarray(xs, float), np.asarray(ys, float)
     pad = 72
     if len(xs) == 0:
         return f"<p>{html.escape(title)}: no data.</p>"
     x0, x1 = xs.min(), max(xs.max(), xs.min() + 1e-9)
-    y0, y1 = ys.min(), max(ys.max(), ys.min() + 1e-9)
+    y0 = min(ys.min(), 0.0) if from_zero else ys.min()
+    y1 = max(ys.max(), y0 + 1e-9)
     px = pad + (xs - x0) / (x1 - x0) * (width - 2 * pad)
     py = height - pad + (ys - y0) / (y1 - y0) * (2 * pad - height)
     points = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px, py))
@@ -102,7 +105,7 @@ def training_curves(run: Path) -> str:
         return "<p>No metrics.jsonl in this run.</p>"
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     parts = [svg_plot([r["seconds"] for r in records], [r["tokens_per_s"] for r in records],
-                      title="Throughput", x_label="seconds of training", y_label="tokens / s")]
+                      title="Throughput", x_label="seconds of training", y_label="tokens / s", from_zero=True)]
     heldout = [r for r in records if r.get("heldout_loglik") is not None]
     if heldout:
         parts.append(svg_plot([r["seconds"] for r in heldout], [r["heldout_loglik"] for r in heldout],
@@ -111,6 +114,20 @@ def training_curves(run: Path) -> str:
     else:
         parts.append("<p>No held-out score was logged during training.</p>")
     return "\n".join(parts)
+
+
+def training_summary(model: Model) -> str:
+    """What the model was trained on: the store's documents less those held out, and the
+    visits of them (a document is visited once an epoch), e.g. "trained on 1,464 documents: 14,640
+    document visits (10.00 epochs), 3,318,670 tokens"."""
+    progress = model.attrs.get("progress") or {}
+    visits, tokens = int(progress.get("docs_seen", 0)), int(progress.get("tokens_seen", 0))
+    n_docs = (model.attrs.get("store_fingerprint") or {}).get("n_docs")
+    if not n_docs:
+        return f"trained on {visits:,} document visits, {tokens:,} tokens"
+    training = max(int(n_docs) - int((model.attrs.get("settings") or {}).get("heldout", 0)), 1)
+    return (f"trained on {training:,} documents: {visits:,} document visits ({visits / training:.2f} epochs), "
+            f"{tokens:,} tokens")
 
 
 def document_names(store, doc_numbers) -> dict[int, str]:
@@ -183,13 +200,13 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
             f'<td class="n" data-v="{coherence if coherence is not None else "-Infinity"}">'
             f'{"" if coherence is None else f"{coherence:.1f}"}</td>'
             f'<td><div class="words">{e(words)}</div><div class="docs">{docs}</div></td></tr>')
-    progress = model.attrs.get("progress") or {}
+    trained_on = training_summary(model)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{REPORT_TITLE}{e(run.name)}</title>
 <style>{CSS}</style><script>{JS}</script></head><body>
 <h1>Topic model report: {e(run.name)}</h1>
 <p>{model.n_topics} topics over {model.n_words:,} words; alpha {model.alpha:g}, eta {model.eta:g};
-trained on {progress.get("docs_seen", 0):,} documents ({progress.get("tokens_seen", 0):,} tokens).
+{e(trained_on)}.
 Coherence is UMass over the top 10 words (closer to 0 is better){"" if evaluation else
 f" — <strong>{e(notice)}</strong>" if notice else " — run <code>bigtopics evaluate</code> to fill it in"}.</p>
 <h2>Training</h2>

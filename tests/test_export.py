@@ -122,7 +122,7 @@ def test_overwrite_replaces_an_earlier_export_only(exported, tmp_path):
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "index.html").write_text("mine")
     refused = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "site"), "--overwrite"])
-    assert refused.exit_code == 2 and "not bigtopics output" in refused.output
+    assert refused.exit_code == 1 and "not bigtopics output" in refused.output
     assert (tmp_path / "site" / "index.html").read_text() == "mine"
 
 
@@ -175,6 +175,10 @@ def test_report_is_self_contained_and_renders(exported, tmp_path):
     page = build_report(run, tmp_path / "report.html", doc_topics=dt.path)
     text = page.read_text()
     assert "http://" not in text and "https://" not in text and "<svg" in text
+    # documents, not visits: 800 documents over 2 epochs are 1,600 visits
+    assert f"trained on {dt.n_docs:,} documents: {2 * dt.n_docs:,} document visits (2.00 epochs)" in text
+    throughput = text[text.index('aria-label="Throughput"'):]
+    assert '<text x="68" y="148" font-size="11" text-anchor="end">0</text>' in throughput[:throughput.index("</svg>")]
     for k in range(model.n_topics):
         assert " ".join(w for w, _ in model.top_words(k, 3)) in text
     assert build_report(run, page, doc_topics=dt.path) == page  # an earlier report is replaced
