@@ -333,8 +333,9 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
 @main.command()
 @click.argument("run", type=click.Path(exists=True))
 @click.option("-n", "--words", "n_words", type=click.IntRange(min=1), default=10, show_default=True, help="Words per topic.")
-@click.option("--sort", type=click.Choice(["id", "size"]), default="id", show_default=True,
-              help="List topics by number or by size (tokens).")
+@click.option("--sort", type=click.Choice(["id", "size", "alpha"]), default="id", show_default=True,
+              help="List topics by number, by size (tokens), or by alpha_k (learned with train --optimize-alpha; "
+                   "then alpha_k is shown before the share, as MALLET's topic keys show it).")
 @user_errors
 def topics(run, n_words, sort):
     """Print the top words of every topic of a finished run or a run in progress."""
@@ -343,10 +344,12 @@ def topics(run, n_words, sort):
     model = load_model(run)
     totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
-    order = np.argsort(-totals, kind="stable") if sort == "size" else np.arange(model.n_topics)
+    alpha = model.alpha_k
+    order = {"size": lambda: np.argsort(-totals, kind="stable"), "alpha": lambda: np.argsort(-alpha, kind="stable"),
+             "id": lambda: np.arange(model.n_topics)}[sort]()
     for k in order:
         words = " ".join(w for w, _ in model.top_words(int(k), n_words))
-        click.echo(f"{k}\t{share[k]:.4f}\t{words}")
+        click.echo(f"{k}\t" + (f"{alpha[k]:.4g}\t" if sort == "alpha" else "") + f"{share[k]:.4f}\t{words}")
 
 
 # -- evaluate, infer and export ---

@@ -1,25 +1,21 @@
 """Learned priors: an asymmetric document-topic alpha_k and a symmetric topic-word eta
 (`train --optimize-alpha`, `--optimize-eta`; docs/algorithms.md, "Learned priors").
 
-Both follow Minka's fixed point for the Polya (Dirichlet-multinomial) likelihood of counts, as
-MALLET's `--optimize-interval` does (Wallach, Mimno & McCallum 2009), on the counts of the last
-saved Gibbs sweep of each minibatch (integers, as MALLET's sampling state), made stochastic like
-the global step (docs/design.md says why this form):
+Both are fitted by Minka's fixed point for the Polya (Dirichlet-multinomial) likelihood of
+counts, as MALLET's `--optimize-interval` does (Wallach, Mimno & McCallum 2009; kernels/
+dirichlet.py), on the integer counts of a Gibbs sweep, as MALLET's sampling state: every
+`optimize_every` minibatches, once `optimize_burn_in` minibatches have passed, the minibatch's
+last saved sweep gives each document's topic counts n_dk (the draws for alpha) and each topic's
+word counts n_kw over the minibatch (the draws for eta). The fixed point is iterated to
+convergence on those counts (MAX_ITERATIONS, TOLERANCE), and the prior moves towards it by the
+global step's rate, as the topics do:
 
-- alpha: each document is one draw, its topic counts n_dk; eta: each topic is one draw, its
-  word counts n_kw over the minibatch. The sums of kernels/dirichlet.py are gathered over the
-  minibatches since the last update (all sampled with the current priors); every
-  `optimize_every` minibatches, once `optimize_burn_in` minibatches have passed, one fixed-point
-  step damped by the global step's rho_t moves each prior:
+    alpha <- (1 - rho_t) alpha + rho_t alpha*(minibatch)        (eta alike)
 
-      alpha_k <- (1 - rho_t) alpha_k + rho_t alpha_k num_k / den        (eta alike)
-
-  num_k = sum_d [psi(n_dk + alpha_k) - psi(alpha_k)], den = sum_d [psi(N_d + alpha_0) - psi(alpha_0)].
-  The step's expected move is zero where the fixed point of the corpus's counts holds: num_k and
-  den are sums over documents, so the minibatches estimate both up to the same factor.
-
-The state (the priors and the sums gathered since the last update) is part of every checkpoint,
-so a resumed run moves its priors exactly as the uninterrupted one.
+so the priors average the minibatches' estimates with the weights the table gives their
+statistics. docs/design.md, "Learned priors", has the measurements behind this form. An update
+depends only on the priors and that minibatch, so the priors alone are the state a checkpoint
+keeps, and a resumed run moves them exactly as the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -28,108 +24,94 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels.dirichlet import alpha_sums, eta_sums
+from .kernels.dirichlet import alpha_fixed_point, eta_fixed_point
 from .settings import MAX_PRIOR, MIN_PRIOR
 from .stats import PriorCounts
 
-SCALARS = ("eta", "eta_numerator", "eta_denominator", "alpha_denominator", "docs_gathered", "updates")
+MAX_ITERATIONS = 200
+TOLERANCE = 1e-5
 
 
-def damped_step(value, numerator, denominator: float, rho: float):
-    """(1 - rho) value + rho value numerator / denominator within [MIN_PRIOR, MAX_PRIOR]; the
-    value as it is while nothing has been gathered (denominator 0)."""
-    if not denominator > 0.0:
-        return value
-    return np.clip((1.0 - rho) * value + rho * value * (numerator / denominator), MIN_PRIOR, MAX_PRIOR)
+def histogram(*columns: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The distinct rows of the columns (ascending) and how many times each occurs (float64)."""
+    rows, weights = np.unique(np.stack([np.asarray(c, np.int64) for c in columns]), axis=1, return_counts=True)
+    return (*rows, weights.astype(np.float64))
+
+
+def alpha_histograms(counts: PriorCounts) -> tuple[np.ndarray, ...]:
+    """(topic, count, weight) of the documents' n_dk and (length, weight) of their N_d > 0."""
+    lengths = np.add.reduceat(counts.doc_counts, np.cumsum(counts.doc_sizes) - counts.doc_sizes) \
+        if len(counts.doc_counts) else np.zeros(0, np.int64)
+    return (*histogram(counts.doc_topics, counts.doc_counts), *histogram(lengths[counts.doc_sizes > 0]))
+
+
+def eta_histograms(counts: PriorCounts, n_topics: int) -> tuple[np.ndarray, ...]:
+    """(count, weight) of the topics' n_kw > 0 and (total, weight) of their N_k > 0."""
+    totals = np.bincount(counts.word_topic_keys % n_topics, weights=counts.word_topic_counts, minlength=n_topics)
+    return (*histogram(counts.word_topic_counts), *histogram(totals[totals > 0]))
 
 
 @dataclass
 class LearnedPriors:
-    """The run's priors as they move (module docstring): alpha (K values) when learned, else
-    None for the settings' fixed symmetric alpha; eta; and the sums gathered since the last
-    update."""
+    """The run's priors as they move (module docstring): alpha (K values) when learned, else None
+    for the settings' fixed symmetric alpha; eta; the number of updates taken."""
 
     alpha: np.ndarray | None
     eta: float
-    alpha_numerator: np.ndarray | None = None
-    alpha_denominator: float = 0.0
-    eta_numerator: float = 0.0
-    eta_denominator: float = 0.0
-    docs_gathered: int = 0
     updates: int = 0
 
     @classmethod
     def start(cls, settings) -> "LearnedPriors":
-        k = settings.n_topics
-        return cls(np.full(k, float(settings.alpha)) if settings.optimize_alpha else None, float(settings.eta),
-                   np.zeros(k) if settings.optimize_alpha else None)
+        return cls(np.full(settings.n_topics, float(settings.alpha)) if settings.optimize_alpha else None,
+                   float(settings.eta))
 
     def current_alpha(self, settings):
         """What the kernels take: K values when learned, else the settings' number."""
         return settings.alpha if self.alpha is None else self.alpha
 
     @staticmethod
-    def gathers(settings, step: int) -> bool:
-        """Whether minibatch `step` (1, 2, ...) contributes its counts."""
-        return (settings.optimize_alpha or settings.optimize_eta) and step > settings.optimize_burn_in
+    def updates_after(settings, step: int) -> bool:
+        """Whether the priors move after minibatch `step` (1, 2, ...), from its counts."""
+        return (settings.optimize_alpha or settings.optimize_eta) and step > settings.optimize_burn_in and (
+            step - settings.optimize_burn_in) % settings.optimize_every == 0
 
-    def gather(self, counts: PriorCounts, n_topics: int, n_words: int) -> None:
-        """Add a minibatch's counts (sampled with the current priors) to the sums."""
-        if self.alpha is not None:
-            numerator, denominator = alpha_sums(counts.doc_sizes, counts.doc_topics, counts.doc_counts, self.alpha)
-            self.alpha_numerator += numerator
-            self.alpha_denominator += denominator
-        totals = np.bincount(counts.word_topic_keys % n_topics, weights=counts.word_topic_counts, minlength=n_topics)
-        numerator, denominator = eta_sums(counts.word_topic_counts, totals, n_words, self.eta)
-        self.eta_numerator += numerator
-        self.eta_denominator += denominator
-        self.docs_gathered += len(counts.doc_sizes)
-
-    def after_step(self, settings, step: int, rho: float) -> bool:
-        """The update after minibatch `step`, when one is due; returns whether it was taken."""
-        if step <= settings.optimize_burn_in or (step - settings.optimize_burn_in) % settings.optimize_every:
-            return False
+    def update(self, settings, counts: PriorCounts, n_words: int, rho: float) -> None:
+        """Move the priors towards the fixed point of a minibatch's counts by rho."""
         if settings.optimize_alpha:
-            self.alpha = damped_step(self.alpha, self.alpha_numerator, self.alpha_denominator, rho)
-            self.alpha_numerator = np.zeros_like(self.alpha)
+            target = alpha_fixed_point(*alpha_histograms(counts), self.alpha, MIN_PRIOR, MAX_PRIOR, MAX_ITERATIONS,
+                                       TOLERANCE)
+            self.alpha = np.clip((1.0 - rho) * self.alpha + rho * target, MIN_PRIOR, MAX_PRIOR)
         if settings.optimize_eta:
-            self.eta = float(damped_step(self.eta, self.eta_numerator, self.eta_denominator, rho))
-        self.alpha_denominator = self.eta_numerator = self.eta_denominator = 0.0
-        self.docs_gathered = 0
+            target = eta_fixed_point(*eta_histograms(counts, settings.n_topics), n_words, self.eta, MIN_PRIOR,
+                                     MAX_PRIOR, MAX_ITERATIONS, TOLERANCE)
+            self.eta = float(min(max((1.0 - rho) * self.eta + rho * target, MIN_PRIOR), MAX_PRIOR))
         self.updates += 1
-        return True
 
     # -- checkpoints -----------------------------------------------------------------------
     def arrays(self) -> dict[str, np.ndarray]:
-        return {} if self.alpha is None else {"prior_alpha": self.alpha, "prior_alpha_numerator": self.alpha_numerator}
+        return {} if self.alpha is None else {"prior_alpha": self.alpha}
 
     def scalars(self) -> dict:
-        return {name: getattr(self, name) for name in SCALARS}
+        return {"eta": self.eta, "updates": self.updates}
 
     @classmethod
     def from_checkpoint(cls, settings, scalars: dict | None, arrays: dict) -> "LearnedPriors":
         """The priors a checkpoint holds (None: one written before priors could be learned)."""
         if scalars is None:
             return cls.start(settings)
-        return cls(arrays.get("prior_alpha"), alpha_numerator=arrays.get("prior_alpha_numerator"), **scalars)
+        return cls(arrays.get("prior_alpha"), scalars["eta"], scalars["updates"])
 
     @staticmethod
     def check(settings, scalars, arrays: dict) -> None:
         """ValueError unless a checkpoint's priors can be this run's."""
         if scalars is None and not (settings.optimize_alpha or settings.optimize_eta):
             return
-        if not (isinstance(scalars, dict) and set(scalars) == set(SCALARS)):
-            raise ValueError("a manifest without the learned priors")
-        if not all(isinstance(scalars[name], float) and np.isfinite(scalars[name]) for name in SCALARS[:4]) or not all(
-                type(scalars[name]) is int and scalars[name] >= 0 for name in SCALARS[4:]):
+        if not (isinstance(scalars, dict) and set(scalars) == {"eta", "updates"} and isinstance(scalars["eta"], float)
+                and MIN_PRIOR <= scalars["eta"] <= MAX_PRIOR and type(scalars["updates"]) is int
+                and scalars["updates"] >= 0):
             raise ValueError(f"learned priors of impossible values ({scalars})")
-        if not MIN_PRIOR <= scalars["eta"] <= MAX_PRIOR:
-            raise ValueError(f"a learned eta out of range ({scalars['eta']!r})")
-        k = settings.n_topics
         if settings.optimize_alpha:
-            for name in ("prior_alpha", "prior_alpha_numerator"):
-                a = arrays.get(name)
-                if a is None or a.dtype != np.float64 or a.shape != (k,) or not np.isfinite(a).all():
-                    raise ValueError(f"{name} is not {k} finite float64 values")
-            if not ((arrays["prior_alpha"] >= MIN_PRIOR) & (arrays["prior_alpha"] <= MAX_PRIOR)).all():
-                raise ValueError("a learned alpha out of range")
+            a = arrays.get("prior_alpha")
+            if a is None or a.dtype != np.float64 or a.shape != (settings.n_topics,) or not (
+                    (a >= MIN_PRIOR) & (a <= MAX_PRIOR)).all():
+                raise ValueError(f"the learned alpha is not {settings.n_topics} float64 values in range")

@@ -94,7 +94,7 @@ class TrainSettings:
     eta: float | None = None  # None: the local step's default_eta
     optimize_alpha: bool = False  # learn an asymmetric alpha_k (priors.py); alpha is then its start
     optimize_eta: bool = False  # learn eta (priors.py); eta is then its start
-    optimize_every: int = 5  # minibatches between two updates of the learned priors
+    optimize_every: int = 1  # minibatches between two updates of the learned priors
     optimize_burn_in: int = 20  # minibatches before the first update
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0

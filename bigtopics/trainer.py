@@ -203,7 +203,7 @@ class Trainer:
         if self.settings.exclude_own:
             limits["saved_assignments"] = self.store.n_tokens
         if self.settings.optimize_alpha:
-            limits["prior_alpha"] = limits["prior_alpha_numerator"] = k
+            limits["prior_alpha"] = k
         return limits
 
     def _check_checkpoint(self, meta: dict, arrays: dict) -> None:
@@ -476,7 +476,7 @@ class Trainer:
         task = self.task
         if s.optimize_alpha or s.optimize_eta:
             task = replace(task, alpha=priors.current_alpha(s), eta=priors.eta,
-                           prior_counts=priors.gathers(s, st.step + 1))
+                           prior_counts=priors.updates_after(s, st.step + 1))
         with self.timer("freeze"):
             rows = TableRows.from_table(self.table, executor.words(work))
             if self.saved is not None:
@@ -492,8 +492,7 @@ class Trainer:
             self.table.update(stats.words, stats.topics, stats.values, rho, self.n_training_docs / plan.n_docs)
         if task.prior_counts:
             with self.timer("priors"):
-                priors.gather(result.prior_counts, s.n_topics, self.store.n_words)
-                priors.after_step(s, st.step, rho)
+                priors.update(s, result.prior_counts, self.store.n_words, rho)
         n_tokens = executor.n_tokens(work)
         st.batch_in_epoch += 1
         st.docs_seen += plan.n_docs

@@ -37,8 +37,9 @@ def beta_estimate(topic_word: np.ndarray, eta: float, estimate: str) -> np.ndarr
     return mean_beta(topic_word, eta) if estimate == "mean" else exp_elog_beta(topic_word, eta)
 
 
-def gibbs_conditional(token_word: int, other_topics: np.ndarray, alpha: float, weights: np.ndarray) -> np.ndarray:
-    """p(z_i = k | z_-i) ∝ (alpha + n_dk^-i) * weights[k, w_i], normalised (dense, K)."""
+def gibbs_conditional(token_word: int, other_topics: np.ndarray, alpha, weights: np.ndarray) -> np.ndarray:
+    """p(z_i = k | z_-i) ∝ (alpha_k + n_dk^-i) * weights[k, w_i], normalised (dense, K); alpha a
+    number or K numbers."""
     n_topics = weights.shape[0]
     n_dk = np.bincount(other_topics, minlength=n_topics)
     p = (alpha + n_dk) * weights[:, token_word]
@@ -274,3 +275,32 @@ def merge_pairs(words, topics, values, segment_starts, segment_sizes):
     keys = sorted(sums, key=lambda key: key[0])  # stable: first-met order within a word
     return (np.array([w for w, _ in keys], np.int64), np.array([k for _, k in keys], np.int64),
             np.array([sums[key] for key in keys], np.asarray(values).dtype))
+
+
+def polya_sums(counts: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, float]:
+    """Minka's fixed-point sums for Dirichlet(alpha) over the rows of counts (D x K), every cell
+    included: num_k = sum_d psi(n_dk + a_k) - psi(a_k), den = sum_d psi(N_d + a_0) - psi(a_0)."""
+    psi = np.vectorize(digamma)
+    counts = np.asarray(counts, np.float64)
+    numerator = (psi(counts + alpha[None, :]) - psi(alpha)[None, :]).sum(axis=0)
+    denominator = float(sum(digamma(n + alpha.sum()) - digamma(alpha.sum()) for n in counts.sum(axis=1)))
+    return numerator, denominator
+
+
+def minka_fixed_point(counts: np.ndarray, alpha: np.ndarray, iterations: int = 2000) -> np.ndarray:
+    """The Polya maximum-likelihood alpha of the rows of counts, by iterating
+    a_k <- a_k num_k / den from `alpha` (Minka 2000, eq. 55)."""
+    alpha = np.asarray(alpha, np.float64).copy()
+    for _ in range(iterations):
+        numerator, denominator = polya_sums(counts, alpha)
+        alpha = alpha * numerator / denominator
+    return alpha
+
+
+def symmetric_polya_sums(counts: np.ndarray, eta: float) -> tuple[float, float]:
+    """The sums of the fixed point for a symmetric Dirichlet(eta) over the V columns of counts
+    (K x V): sum_{k,w} psi(n_kw + eta) - psi(eta), and V sum_k psi(N_k + V eta) - psi(V eta)."""
+    n_words = counts.shape[1]
+    numerator = sum(digamma(float(n) + eta) - digamma(eta) for n in np.asarray(counts).ravel())
+    denominator = n_words * sum(digamma(float(n) + n_words * eta) - digamma(n_words * eta) for n in counts.sum(axis=1))
+    return float(numerator), float(denominator)
