@@ -15,6 +15,7 @@ encoding, shape [n_docs, K]:
     indices     uint16|uint32  topic ids, by decreasing weight within a row
     data        float32  theta[d, k] for the topics with n_dk > 0 and theta >= threshold
     doc_lengths int64 (n_docs)  tokens per document
+Each array names its dimension (dimension_names: doc_bound, entry, entry, doc) for xarray.open_zarr.
 Rows are NOT renormalised after thresholding: a row sums to 1 minus the mass of the topics left
 out (at least K alpha / (N_d + K alpha), the prior's share), so weights are comparable across
 documents; an empty document has an empty row.
@@ -66,6 +67,8 @@ DOC_TOPICS_FORMAT_VERSION = 1
 INFER_STREAM = 0x1F0000
 PART_TOKENS = 1 << 23
 DOCS_PER_CHUNK = 1 << 16
+# each array's dimension (Zarr v3 dimension_names), so that xarray.open_zarr opens the group
+DIMENSIONS = {"indptr": "doc_bound", "indices": "entry", "data": "entry", "doc_lengths": "doc"}
 NORMALISATION = ("theta[d,k] = (alpha_k + n_dk) / (N_d + sum_k alpha_k), n_dk averaged over saved sweeps; "
                  "topics with n_dk = 0 or theta < threshold are left out and rows are not renormalised")
 
@@ -347,7 +350,7 @@ def _write_parts(group, parts: Path, starts: list[int], sizes: list[int], nnz: i
 
     def create(name, length, dtype, chunk):
         return group.create_array(name, shape=(length,), chunks=(max(1, min(chunk, length)),), dtype=dtype,
-                                  compressors=default_compressors(dtype))
+                                  compressors=default_compressors(dtype), dimension_names=(DIMENSIONS[name],))
 
     indptr = create("indptr", store.n_docs + 1, np.int64, DOCS_PER_CHUNK)
     indices = create("indices", nnz, topic_dtype, 1 << 20)

@@ -104,6 +104,16 @@ def test_xarray_and_anndata_open_topic_word(exported):
         np.testing.assert_allclose(row, model.word_probabilities(k), rtol=1e-6)
 
 
+def test_xarray_opens_doc_topics(exported):
+    xr = pytest.importorskip("xarray")
+    _, dt, _, _ = exported
+    dataset = xr.open_zarr(dt.path, consolidated=False)
+    assert dict(dataset.sizes) == {"doc_bound": dt.n_docs + 1, "entry": int(dt.attrs["nnz"]), "doc": dt.n_docs}
+    first, indptr, topics, weights, lengths = next(dt.iter_blocks())
+    np.testing.assert_array_equal(dataset["doc_lengths"].values[:len(lengths)], lengths)
+    np.testing.assert_allclose(dataset["data"].values[:len(weights)], weights, rtol=1e-7)
+
+
 def test_state_is_mallets_and_holds_the_runs_token_topics(exported):
     model, _, store, out = exported
     run = model.path.parent
