@@ -1,5 +1,6 @@
 """Per-topic diagnostics of a model (algorithms.md, "Evaluation"), streamed over a store block by
-block: UMass coherence of the top words (Mimno et al. 2011), size in tokens, entropy of
+block: coherence of the top words (UMass, Mimno et al. 2011; NPMI and C_V, Roeder et al. 2015,
+from document co-occurrence), size in tokens, entropy of
 p(w | k) (nats), stored words, and the share of documents of which a topic is the top topic or
 has proportion >= `prominence` (from a doc_topics.zarr, or inferred on a bounded sample of
 documents). `bigtopics evaluate` (evaluate.py) writes them to evaluation.json; report.py and
@@ -33,7 +34,8 @@ def umass_coherence(store: Store, top_words: np.ndarray, *, quiet: bool = True) 
     """UMass coherence of every topic's top words (rows of top_words, most probable first):
     C_k = sum_{m > l} log((D(v_m, v_l) + 1) / D(v_l)), with D document frequencies in the store,
     counted in one streaming pass. A top word absent from the store counts as D = 1 (the term
-    is otherwise undefined). Returns (C, {"doc_freq": D of each top word})."""
+    is otherwise undefined). Returns (C, counts): counts["doc_freq"] D of each top word (K x W),
+    counts["pair_freq"] D of each pair (K x W x W, D(v_m) on the diagonal), counts["n_docs"]."""
     n_topics, n_top = top_words.shape
     unique = np.unique(top_words)
     local_of = np.full(store.n_words, -1, np.int32)
@@ -56,7 +58,46 @@ def umass_coherence(store: Store, top_words: np.ndarray, *, quiet: bool = True) 
     denominators = np.maximum(doc_freq[top_local], 1).astype(np.float64)  # D(v_l), K x W
     below = np.tril(np.ones((n_top, n_top), bool), -1)  # (m, l) with l < m
     terms = np.log((pair_freq + 1.0) / denominators[:, None, :])
-    return np.where(below[None], terms, 0.0).sum(axis=(1, 2)), {"doc_freq": doc_freq[top_local]}
+    both = pair_freq + pair_freq.transpose(0, 2, 1)  # D(v_m, v_l) for every pair, D(v_m) on the diagonal
+    both[:, np.arange(n_top), np.arange(n_top)] = doc_freq[top_local]
+    return np.where(below[None], terms, 0.0).sum(axis=(1, 2)), {"doc_freq": doc_freq[top_local], "pair_freq": both,
+                                                                "n_docs": store.n_docs}
+
+
+# Added to P(v_m, v_l) as gensim's CoherenceModel does (topic_coherence.direct_confirmation_measure),
+# so that a pair never seen together has a finite NPMI (near -1) and the figures agree with gensim's.
+EPSILON = 1e-12
+
+
+def npmi_matrix(counts: dict) -> np.ndarray:
+    """NPMI of every pair of each topic's top words, K x W x W (the diagonal: a word with itself),
+    from the document frequencies of umass_coherence: with N documents, P(v) = D(v) / N and
+    P(v_m, v_l) = D(v_m, v_l) / N,
+        NPMI(v_m, v_l) = log((P(v_m, v_l) + e) / (P(v_m) P(v_l))) / -log(P(v_m, v_l) + e).
+    A top word absent from the store counts as D = 1, as in UMass."""
+    n_docs = max(counts["n_docs"], 1)
+    single = np.maximum(counts["doc_freq"], 1) / n_docs
+    joint = counts["pair_freq"] / n_docs + EPSILON
+    return np.log(joint / (single[:, :, None] * single[:, None, :])) / -np.log(joint)
+
+
+def npmi_coherence(counts: dict) -> np.ndarray:
+    """Each topic's mean NPMI over the pairs of its top words (gensim's c_npmi, with documents as
+    the co-occurrence windows)."""
+    npmi = npmi_matrix(counts)
+    n_top = npmi.shape[1]
+    off = ~np.eye(n_top, dtype=bool)
+    return npmi[:, off].mean(axis=1) if n_top > 1 else np.zeros(len(npmi))
+
+
+def cv_coherence(counts: dict) -> np.ndarray:
+    """C_V (Roeder et al. 2015; gensim's c_v, with documents as the co-occurrence windows): for each
+    top word v_m its vector of NPMI with every top word, u_m = (NPMI(v_m, v_j))_j, against the
+    topic's, w = sum_m u_m; C_V_k = mean_m cos(u_m, w)."""
+    npmi = npmi_matrix(counts)
+    whole = npmi.sum(axis=1)  # K x W
+    norms = np.linalg.norm(npmi, axis=2) * np.linalg.norm(whole, axis=1)[:, None]
+    return ((npmi * whole[:, None, :]).sum(axis=2) / np.maximum(norms, 1e-300)).mean(axis=1)
 
 
 def topic_entropy(values: np.ndarray, total: float, n_words: int, eta: float) -> float:
@@ -112,9 +153,11 @@ def topic_diagnostics(model: Model, store: Store | None = None, doc_topics: DocT
                         "stored_words": len(values)})
     if store is not None:
         check_vocabulary(model, store)
-        coherence, _ = umass_coherence(store, top, quiet=quiet)
-        for record, c in zip(records, coherence):
+        coherence, counts = umass_coherence(store, top, quiet=quiet)
+        for record, c, npmi, cv in zip(records, coherence, npmi_coherence(counts), cv_coherence(counts)):
             record["coherence"] = float(c)
+            record["npmi"] = float(npmi)
+            record["c_v"] = float(cv)
     blocks = None
     if doc_topics is not None:
         blocks, source = doc_topics.iter_blocks(), doc_topics.location

@@ -165,6 +165,7 @@ def format_table(result: dict, n_words: int = 6) -> str:
     """The per-topic diagnostics (and held-out scores) as a plain-text table."""
     # (header, key, width, format); columns whose key the records lack are left out
     columns = [("topic", "topic", 5, "d"), ("share", "share", 6, ".1%"), ("coherence", "coherence", 9, ".2f"),
+               ("npmi", "npmi", 6, ".3f"), ("c_v", "c_v", 5, ".3f"),
                ("entropy", "entropy", 7, ".2f"), ("words", "stored_words", 8, "d"),
                ("top-1", "top_topic_docs", 6, ".1%"), ("prom.", "prominent_docs", 6, ".1%")]
     topics = result["topics"]

@@ -97,6 +97,19 @@ def read_settings(run_dir: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def run_in_progress(run_dir) -> bool:
+    """Whether a process is training the run now (it holds the run's lock)."""
+    lock = RunLock(Path(run_dir))
+    if not lock.path.exists():
+        return False
+    try:
+        lock.acquire()
+    except FileExistsError:
+        return True
+    lock.release()
+    return False
+
+
 def describe_run(run_dir) -> str:
     """A readable summary of a run: settings, progress, checkpoints and model (`bigtopics info`)."""
     run_dir = Path(run_dir)
@@ -105,25 +118,30 @@ def describe_run(run_dir) -> str:
     lines = [f"training run {run_dir}", f"  store            {record['store']}",
              "  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
     checkpoints = list_checkpoints(run_dir)
+    metrics = run_dir / METRICS_NAME
+    records = read_metrics(metrics) if metrics.exists() else []
+    # where the run stands: the metrics log's last record (written every few seconds while it
+    # trains) or the newest checkpoint, whichever is further
+    st = RunState()
     if checkpoints:
         try:
             st = RunState(**read_checkpoint_meta(checkpoints[-1].path)["state"])
-            per_epoch = -(-record["n_training_docs"] // settings.batch_size)
-            # counted in whole and part epochs: "epoch 0, minibatch 15 of 15" and "epoch 1" are one place
-            lines.append(f"  progress         {st.epoch + st.batch_in_epoch / per_epoch:.2f} epochs done, "
-                         f"{st.step:,} minibatches, {st.docs_seen:,} documents, {st.tokens_seen:,} tokens, "
-                         f"{format_duration(st.seconds)} of training")
         except CheckpointError as e:
             lines.append(f"  progress         unknown: {e}")
-    metrics = run_dir / METRICS_NAME
-    if metrics.exists():
-        records = read_metrics(metrics)
-        if records:
-            m = records[-1]
-            lines.append(f"  last report      minibatch {m['minibatch']:,}: {m['tokens_per_s']:,.0f} tokens/s, "
-                         f"table {m['table_entries']:,} entries, {m['table_resets']} resets, "
-                         f"mass dropped {m['mass_dropped']:.4g}, peak memory {format_bytes(m['peak_rss_bytes'])}"
-                         + (" (finished)" if m.get("final") else ""))
+    if records and records[-1]["minibatch"] > st.step:
+        st = RunState(**{k: records[-1][k] for k in ("epoch", "docs_seen", "tokens_seen", "seconds")},
+                      step=records[-1]["minibatch"])
+    training = run_in_progress(run_dir)
+    if checkpoints or records:
+        lines.append(f"  progress         {st.docs_seen / max(record['n_training_docs'], 1):.2f} epochs done "
+                     f"({st.docs_seen:,} document visits), {st.step:,} minibatches, {st.tokens_seen:,} tokens, "
+                     f"{format_duration(st.seconds)} of training" + (" (training now)" if training else ""))
+    if records:
+        m = records[-1]
+        lines.append(f"  last report      minibatch {m['minibatch']:,}: {m['tokens_per_s']:,.0f} tokens/s, "
+                     f"table {m['table_entries']:,} entries, {m['table_resets']} resets, "
+                     f"mass dropped {m['mass_dropped']:.4g}, peak memory {format_bytes(m['peak_rss_bytes'])}"
+                     + (" (finished)" if m.get("final") else ""))
     lines.append(f"  checkpoints      {len(checkpoints)} in {run_dir / 'checkpoints'}")
     for c in checkpoints:
         lines.append(f"    {c.path.name}  minibatch {c.step:,}  {format_bytes(c.size)}")

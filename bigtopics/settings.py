@@ -34,34 +34,39 @@ MAX_INTERVAL_SECONDS = 10 * 365 * 86400.0
 SEED_LIMIT = 2**63
 
 
+class OptionError(ValueError):
+    """An option's value out of its range or of the wrong kind: a usage error (the CLI exits with
+    status 2 for it, 1 for failures at run time)."""
+
+
 def _shown(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
 def check_integer(value, flag: str, low: int, high: int | None = None, what: str = "") -> None:
-    """Raise ValueError (one line naming `flag`, and `what` it is) unless `value` is an integer
+    """Raise OptionError (one line naming `flag`, and `what` it is) unless `value` is an integer
     in [low, high]."""
     prefix = f"{flag}: {what}" if what else flag
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{prefix} must be a whole number (got {_shown(value)})")
+        raise OptionError(f"{prefix} must be a whole number (got {_shown(value)})")
     if value < low:
-        raise ValueError(f"{prefix} must be at least {low:,} (got {value})")
+        raise OptionError(f"{prefix} must be at least {low:,} (got {value})")
     if high is not None and value > high:
-        raise ValueError(f"{prefix} must be at most {high:,} (got {value})")
+        raise OptionError(f"{prefix} must be at most {high:,} (got {value})")
 
 
 def check_real(value, flag: str, low: float, high: float | None = None, *, low_open: bool = False,
                high_open: bool = False, text: str | None = None) -> None:
-    """Raise ValueError (one line naming `flag`) unless `value` is a finite number in the range
+    """Raise OptionError (one line naming `flag`) unless `value` is a finite number in the range
     from low to high (each end open or closed); `text` words the range instead."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{flag} must be a number (got {_shown(value)})")
+        raise OptionError(f"{flag} must be a number (got {_shown(value)})")
     try:
         finite = math.isfinite(value)
     except OverflowError:  # an int beyond any float
         finite = False
     if not finite:
-        raise ValueError(f"{flag} must be a finite number (got {value:g})" if isinstance(value, float)
+        raise OptionError(f"{flag} must be a finite number (got {value:g})" if isinstance(value, float)
                          else f"{flag} must be a finite number (got an integer of {len(str(value))} digits)")
     below = value <= low if low_open else value < low
     above = high is not None and (value >= high if high_open else value > high)
@@ -70,12 +75,12 @@ def check_real(value, flag: str, low: float, high: float | None = None, *, low_o
             first = ("positive" if low == 0 else f"above {low:g}") if low_open else (
                 "non-negative" if low == 0 else f"at least {low:g}")
             text = first + ("" if high is None else f" and {'below' if high_open else 'at most'} {high:g}")
-        raise ValueError(f"{flag} must be {text} (got {value:g})")
+        raise OptionError(f"{flag} must be {text} (got {value:g})")
 
 
 def check_seed(value, flag: str = "--seed") -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < SEED_LIMIT:
-        raise ValueError(f"{flag} must be a whole number in [0, 2**63) (got {_shown(value)})")
+        raise OptionError(f"{flag} must be a whole number in [0, 2**63) (got {_shown(value)})")
 
 
 @dataclass(init=False)
@@ -124,14 +129,14 @@ class TrainSettings:
                 setattr(self, f.name, own.get(f.name, f.default))
         self.n_topics, self.local_step = n_topics, local_step
         if local_step not in LOCAL_STEPS:
-            raise ValueError(f"unknown local step {local_step!r}; choose one of {', '.join(LOCAL_STEPS)}")
+            raise OptionError(f"unknown local step {local_step!r}; choose one of {', '.join(LOCAL_STEPS)}")
         step_class = LOCAL_STEPS[local_step]
         known = {f.name for f in step_class.options()}
         foreign = sorted(k for k, v in options.items() if k not in known and v is not None)
         if foreign:
             owners = {k: [name for name, c in LOCAL_STEPS.items() if k in {f.name for f in c.options()}]
                       for k in foreign}
-            raise ValueError("; ".join(
+            raise OptionError("; ".join(
                 f"--{k.replace('_', '-')} " + (f"applies to --local-step {' or '.join(owners[k])}, not {local_step}"
                                               if owners[k] else "is not a training option") for k in foreign))
         step = step_class(**{k: v for k, v in options.items() if k in known}).resolved(self.epochs)
@@ -177,20 +182,20 @@ class TrainSettings:
         check_seed(self.seed)
         for flag, value in (("--optimize-alpha", self.optimize_alpha), ("--optimize-eta", self.optimize_eta)):
             if not isinstance(value, bool):
-                raise ValueError(f"{flag} must be on or off (got {_shown(value)})")
+                raise OptionError(f"{flag} must be on or off (got {_shown(value)})")
         check_integer(self.optimize_every, "--optimize-every", 1, MAX_COUNT, "minibatches between updates")
         check_integer(self.optimize_burn_in, "--optimize-burn-in", 0, MAX_COUNT, "minibatches before the first update")
         step = self.step
         step.validate(self.n_topics)
         if self.optimize_alpha and not step.learns_alpha:
-            raise ValueError(f"--optimize-alpha: {step.describe()} does not return the document-topic counts the "
+            raise OptionError(f"--optimize-alpha: {step.describe()} does not return the document-topic counts the "
                              "update needs; use --local-step gibbs --sampler buckets")
         if self.optimize_eta and step.beta_estimate != "mean":
-            raise ValueError(f"--optimize-eta: {step.describe()} reads the geometric estimate of beta, which "
+            raise OptionError(f"--optimize-eta: {step.describe()} reads the geometric estimate of beta, which "
                              "underflows as eta falls (below 0.005) and is not the Polya likelihood the update "
                              "maximises; use the mean estimate (--local-step gibbs or scvb0)")
         if step.beta_estimate == "geometric" and self.eta < MIN_GEOMETRIC_ETA:
-            raise ValueError(f"--eta must be at least {MIN_GEOMETRIC_ETA:g} with the geometric estimate of beta "
+            raise OptionError(f"--eta must be at least {MIN_GEOMETRIC_ETA:g} with the geometric estimate of beta "
                              f"(--local-step {self.local_step}"
                              + (", --beta-estimate geometric" if "beta_estimate" in self.step_options else "")
                              + f"), whose e^psi(eta) underflows to 0 below that (got {self.eta:g})")
@@ -213,7 +218,7 @@ def parse_interval(text: str, what: str = "checkpoint interval",
             return int(text), None
     except ValueError:
         pass
-    raise ValueError(f"{flag + ': ' if flag else ''}{what} {text!r}: give a number of minibatches (200) or a "
+    raise OptionError(f"{flag + ': ' if flag else ''}{what} {text!r}: give a number of minibatches (200) or a "
                      "duration (30m, 2h) up to ten years")
 
 

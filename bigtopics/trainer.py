@@ -446,7 +446,8 @@ class Trainer:
                     with self.timer("checkpoint"):
                         self.write_checkpoint()
                     last_checkpoint = time.monotonic()
-                if now - last_snapshot >= self.snapshot_seconds:
+                # the first snapshot after the first minibatch, so `topics` reads a run from its start
+                if now - last_snapshot >= self.snapshot_seconds or not (self.run_dir / MODEL_NAME).exists():
                     with self.timer("snapshot"):
                         self.write_model()
                     last_snapshot = time.monotonic()
@@ -563,5 +564,3 @@ def train(store_path, run_dir, settings: TrainSettings, *, overwrite: bool = Fal
 def resume(run_dir, *, quiet: bool = False, options: dict | None = None, store=None, **changes) -> Path:
     """Continue a run from its newest good checkpoint; returns the path of the written model."""
     return Trainer.resume(run_dir, quiet=quiet, options=options, store=store, **changes).run()
-
-

@@ -73,7 +73,7 @@ def assert_same_model(run, reference) -> None:
 
 def train_cli(*args):
     result = CliRunner().invoke(main, ["train", *map(str, args)])
-    if result.exit_code == 2:
+    if result.exit_code == 1:
         # drop the frames of the failed run (its memory-mapped table among them), so that the files
         # it unlinked give their space back before the run resumes in this same process
         result.exc_info = result.exception = None
@@ -82,8 +82,8 @@ def train_cli(*args):
 
 
 def error_line(result) -> str:
-    """The one `error:` line of a command that failed with status 2 (warnings may precede it)."""
-    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    """The one `error:` line of a command that failed at run time, status 1 (warnings may precede it)."""
+    assert result.exit_code == 1, (result.exit_code, result.output, result.exception)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and result.stderr.rstrip().endswith(errors[0]), result.stderr
     assert "Traceback" not in result.output

@@ -35,8 +35,9 @@ ODD_WORDS = ["alpha", "tab\tword", "new\nword", "cr\rword", "back\\word", "two w
 N_DOCS, N_TOPICS = 44, 3
 
 
-def one_line_error(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
+def one_line_error(result, status: int = 1) -> str:
+    """The one line of a command that failed with `status`: 1 at run time, 2 for a bad option."""
+    assert result.exit_code == status, (result.exit_code, result.output)
     text = result.output.strip()
     assert text.count("\n") == 0 and text.startswith("error: "), text
     return text
@@ -169,7 +170,7 @@ def test_every_inference_number_is_checked(change, flag):
 def test_train_refuses_a_bad_number_in_one_line_before_any_work(odd, tmp_path, args, flag):
     run = tmp_path / "run"
     result = CliRunner().invoke(main, ["train", str(odd["store"]), "-o", str(run), "-k", "3", "--quiet", *args])
-    assert one_line_error(result).startswith(f"error: {flag}")
+    assert one_line_error(result, 2).startswith(f"error: {flag}")
     assert not run.exists()
 
 
@@ -181,7 +182,7 @@ def test_train_refuses_a_bad_number_in_one_line_before_any_work(odd, tmp_path, a
 def test_infer_refuses_a_bad_number_in_one_line(odd, tmp_path, args, flag):
     out = tmp_path / "dt.zarr"
     result = CliRunner().invoke(main, ["infer", str(odd["run"]), str(odd["store"]), "-o", str(out), "--quiet", *args])
-    assert one_line_error(result).startswith(f"error: {flag}")
+    assert one_line_error(result, 2).startswith(f"error: {flag}")
     assert not out.exists()
 
 
@@ -194,13 +195,13 @@ def test_infer_refuses_a_bad_number_in_one_line(odd, tmp_path, args, flag):
 def test_evaluate_refuses_a_bad_number_in_one_line(odd, tmp_path, args, flag):
     out = tmp_path / "evaluation.json"
     result = CliRunner().invoke(main, ["evaluate", str(odd["run"]), "-o", str(out), "--quiet", *args])
-    assert one_line_error(result).startswith(f"error: {flag}")
+    assert one_line_error(result, 2).startswith(f"error: {flag}")
     assert not out.exists()
 
 
 def test_export_refuses_a_bad_number_in_one_line(odd, tmp_path):
     result = CliRunner().invoke(main, ["export", str(odd["run"]), "-o", str(tmp_path / "out"), "--top-words", "0"])
-    assert one_line_error(result).startswith("error: --top-words ")
+    assert one_line_error(result, 2).startswith("error: --top-words ")
 
 
 # -- 2. text exports -----------------------------------------------------------------------------

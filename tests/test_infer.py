@@ -201,7 +201,7 @@ def test_refuses_a_store_with_another_vocabulary(trained, tmp_path):
     other = tmp_path / "other.zarr"
     write_corpus(CorpusSpec(n_docs=30, n_topics=2, n_words=50, mean_length=10), other, "store")
     result = CliRunner().invoke(main, ["infer", str(run), str(other), "-o", str(tmp_path / "x.zarr"), "--quiet"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert "50 words" in result.output and "vocabulary" in result.output
 
 
@@ -210,4 +210,4 @@ def test_refuses_to_overwrite_without_the_flag(trained, tmp_path):
     out = tmp_path / "dt.zarr"
     out.mkdir()
     result = CliRunner().invoke(main, ["infer", str(run), str(store), "-o", str(out), "--quiet"])
-    assert result.exit_code == 2 and "already exists" in result.output
+    assert result.exit_code == 1 and "already exists" in result.output

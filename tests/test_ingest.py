@@ -172,7 +172,7 @@ def test_bad_inputs_are_clear_errors(tmp_path):
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(gzip.compress(b'{"text": "alpha beta"}\n' * 5000)[:-100])
     result = CliRunner().invoke(main, ["ingest", str(cut), "-o", str(tmp_path / "c.zarr"), "--quiet"])
-    assert result.exit_code == 2 and "cut.jsonl.gz" in result.output and "Traceback" not in result.output
+    assert result.exit_code == 1 and "cut.jsonl.gz" in result.output and "Traceback" not in result.output
 
     mixed = tmp_path / "mixed"
     mixed.mkdir()
@@ -192,7 +192,7 @@ def test_existing_output_needs_overwrite(tmp_path):
         run(src, tmp_path / "s.zarr")
     run(src, tmp_path / "s.zarr", overwrite=True)
     result = CliRunner().invoke(main, ["ingest", str(src), "-o", str(tmp_path / "s.zarr")])
-    assert result.exit_code == 2 and "--overwrite" in result.output
+    assert result.exit_code == 1 and "--overwrite" in result.output
 
 
 @pytest.mark.slow

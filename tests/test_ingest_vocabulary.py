@@ -125,7 +125,7 @@ def test_a_source_that_is_not_a_store_run_or_model_is_a_clear_error(corpus, tmp_
     (tmp_path / "plain").mkdir()
     result = CliRunner().invoke(main, ["ingest", str(corpus / "new.jsonl"), "-o", str(tmp_path / "x.zarr"),
                                        "--vocabulary", str(tmp_path / "plain")])
-    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.exit_code == 1 and "Traceback" not in result.output
     assert "is not a store, a run directory or a model.zarr" in result.output
     with pytest.raises(StoreError, match="is not a store, a run directory or a model"):
         ingest(corpus / "new.jsonl", tmp_path / "x.zarr", vocabulary=tmp_path / "plain")

@@ -147,14 +147,14 @@ def test_csv_downloads(built):
 def test_overwrite_rules(built, tmp_path):
     run, dt, out, _ = built
     result = invoke("site", run, "--doc-topics", dt, "-o", out, "--quiet")
-    assert result.exit_code == 2 and "--overwrite" in result.output
+    assert result.exit_code == 1 and "--overwrite" in result.output
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
     result = invoke("site", run, "--doc-topics", dt, "-o", mine, "--quiet", "--overwrite")
-    assert result.exit_code == 2 and (mine / "notes.txt").read_text() == "keep me"
+    assert result.exit_code == 1 and (mine / "notes.txt").read_text() == "keep me"
     result = invoke("site", run, "--doc-topics", dt, "-o", run, "--quiet", "--overwrite")
-    assert result.exit_code == 2 and (run / "settings.json").exists()
+    assert result.exit_code == 1 and (run / "settings.json").exists()
 
 
 @pytest.fixture(scope="module")

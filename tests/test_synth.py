@@ -288,7 +288,7 @@ def test_existing_output_is_an_error_not_a_traceback(written):
         [sys.executable, str(TOOLS / "synth_corpus.py"), str(written / "c.store"), "--docs", "10", "--quiet"],
         capture_output=True, text=True,
     )
-    assert run.returncode == 2
+    assert run.returncode == 1
     assert run.stderr.startswith("error:") and "already exists" in run.stderr and "Traceback" not in run.stderr
 
 
@@ -375,5 +375,5 @@ def test_uci_tool_reports_errors_without_traceback(tmp_path):
          str(tmp_path / "vocab.txt"), str(tmp_path / "u.store"), "--quiet"],
         capture_output=True, text=True,
     )
-    assert run.returncode == 2
+    assert run.returncode == 1
     assert run.stderr.startswith("error:") and "line 5" in run.stderr and "Traceback" not in run.stderr

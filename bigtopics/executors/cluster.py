@@ -48,7 +48,9 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
     if cluster is not None:
         kind, _, count = cluster.partition(":")
         if kind != "local" or not count.isdigit() or int(count) < 1:
-            raise ValueError(f"--cluster {cluster!r}: give local:N (N worker processes)")
+            from ..settings import OptionError
+
+            raise OptionError(f"--cluster {cluster!r}: give local:N (N worker processes)")
         local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None)
         return Client(local)
     return Client(scheduler, timeout="10s")  # a running scheduler answers at once
