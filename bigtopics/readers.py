@@ -21,6 +21,9 @@ import gzip
 import json
 import lzma
 import os
+import shutil
+import sys
+import tempfile
 import unicodedata
 import zlib
 from collections import Counter
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from .outputs import written_by_bigtopics
+from .listing import input_files, overlapping_inputs, read_file_list
 
 FORMATS = ("txt", "lines", "jsonl", "tsv", "bow-jsonl")
 LINE_FORMATS = ("lines", "jsonl", "tsv", "bow-jsonl")
@@ -110,36 +113,6 @@ def reads_as_text(text: str) -> bool:
     return odd <= 0.01 * len(text)
 
 
-def list_inputs(inputs: list[str | os.PathLike]) -> list[tuple[Path, str]]:
-    """(file, name relative to its input root) for every input file; directories recursively,
-    sorted so that the order (and the store) is reproducible. Hidden files are skipped, and so is
-    bigtopics' own output (a store, run or export written beside the texts, perhaps by an earlier
-    ingest)."""
-    files = []
-    for item in map(Path, inputs):
-        if item.is_dir():
-            found = []
-            for folder, subfolders, names in os.walk(item):
-                if written_by_bigtopics(Path(folder)):
-                    subfolders.clear()
-                    continue
-                subfolders[:] = [d for d in subfolders if not d.startswith(".")]
-                found.extend(Path(folder) / n for n in names if not n.startswith("."))
-            files.extend((p, p.relative_to(item).as_posix()) for p in sorted(found) if p.is_file())
-        elif item.is_file():
-            files.append((item, item.name))
-        else:
-            raise FileNotFoundError(f"input {item} does not exist")
-    if not files:
-        raise InputError(f"no input files in {', '.join(map(str, inputs))}")
-    seen = {}
-    for path, _ in files:  # a file read twice would give the store every document of it twice
-        first = seen.setdefault(path.resolve(), path)
-        if first is not path:
-            raise InputError(f"{path} is among the inputs twice (also as {first})")
-    return files
-
-
 class Utf16AsUtf8:
     """A binary stream of UTF-16 text (its first bytes, with the byte order mark, already read as
     `head`), read as UTF-8 bytes a block at a time; undecodable units become U+FFFD."""
@@ -162,33 +135,81 @@ class Utf16AsUtf8:
 class InputReader:
     """Cuts the input files into units of about `unit_bytes` decompressed bytes, in order.
 
-    `bytes_read` (compressed bytes consumed) drives progress against `total_bytes`;
-    `skipped_binary` lists files skipped because they look binary.
+    The files are listed as a stream (listing.py), twice: once here to count them and their bytes
+    (`n_files`, `total_bytes`), and again as they are read. `bytes_read` (compressed bytes
+    consumed) drives progress. `skipped_binary` lists files skipped because they look binary;
+    `bad_files` the files and folders that could not be read, or only in part, with the reason
+    (an error unless `options.skip_bad`); `notes` folders skipped because they were reached twice.
+    `files_from` is a file listing input paths, one a line ("-": stdin), read instead of `inputs`.
     """
 
-    def __init__(self, inputs: list[str | os.PathLike], options: FormatOptions, unit_bytes: int, warn=print):
-        self.files = list_inputs(inputs)
+    def __init__(self, inputs: list[str | os.PathLike], options: FormatOptions, unit_bytes: int, warn=print,
+                 files_from: str | os.PathLike | None = None):
+        self.inputs, self.files_from = list(inputs), files_from
+        if self.inputs and files_from is not None:
+            raise InputError("give either input paths or --files-from, not both")
+        if str(files_from) == "-":  # stdin is read once; the list is read twice
+            self.files_from = tempfile.TemporaryFile("w+", encoding="utf-8")
+            shutil.copyfileobj(sys.stdin, self.files_from)
+        if (overlap := overlapping_inputs(self.inputs)) is not None:
+            raise InputError(f"{overlap[0]} is among the inputs twice (also as {overlap[1]}, or inside it)")
         self.options = options
         self.unit_bytes = unit_bytes
         self.warn = warn
-        self.total_bytes = sum(p.stat().st_size for p, _ in self.files)
+        self.bad_files: list[tuple[str, str]] = []
+        self.notes: list[tuple[str, str]] = []
+        self.n_files = self.total_bytes = 0
+        for path, name in self._listing(self._problem):
+            try:
+                self.total_bytes += path.stat().st_size
+            except OSError as e:
+                self._problem(name, f"cannot be read ({e.strerror or e})", True)
+            self.n_files += 1
+        if not self.n_files:
+            raise InputError(f"no input files in {', '.join(map(str, self.inputs)) or files_from}")
         self.bytes_read = 0
         self.skipped_binary: list[str] = []
 
+    def _listing(self, problem):
+        if self.files_from is not None:
+            return input_files(read_file_list(self.files_from), problem, full_names=True)
+        return input_files(self.inputs, problem)
+
+    def _problem(self, name: str, reason: str, error: bool) -> None:
+        """A file or folder not read (or not whole): an error without --skip-bad, else recorded."""
+        if error and not self.options.skip_bad:
+            raise InputError(f"{name}: {reason} (use --skip-bad to skip such files)")
+        (self.bad_files if error else self.notes).append((name, reason))
+        self.warn(f"warning: {'skipping ' if error else ''}{name}: {reason}")
+
     def units(self) -> Iterator[Unit]:
         seq = 0
-        for path, name in self.files:
+        reported = {name for name, _ in self.bad_files + self.notes}  # by the first listing
+
+        def problem(name: str, reason: str, error: bool) -> None:  # one new since: a file gone, say
+            if name not in reported:
+                self._problem(name, reason, error)
+
+        for path, name in self._listing(problem):
             fmt = format_of(path, self.options.format)
             done_before = self.bytes_read
-            stream, raw = open_decompressed(path)
+            try:
+                stream, raw = open_decompressed(path)
+                size = os.fstat(raw.fileno()).st_size
+            except OSError as e:
+                self._problem(name, f"cannot be read ({e.strerror or e})", True)
+                continue
+            n_units = 0
             try:
                 with stream:
                     for data, first_line in self._pieces(stream, raw, fmt, name, done_before):
                         yield Unit(seq, name, fmt, data, first_line)
                         seq += 1
+                        n_units += 1
             except DECOMPRESSION_ERRORS as e:
-                raise InputError(f"{path}: cannot decompress (truncated or corrupt file?): {e}") from None
-            self.bytes_read = done_before + path.stat().st_size
+                kept = "the documents before the damage are kept" if n_units else "nothing of it is kept"
+                self._problem(name, f"cannot be read to the end, truncated or corrupt ({e}); {kept}", True)
+            self.bytes_read = done_before + size
 
     def _pieces(self, stream, raw, fmt: str, name: str, done_before: int) -> Iterator[tuple[bytes, int]]:
         head = stream.read(BINARY_SNIFF_BYTES)
@@ -204,11 +225,21 @@ class InputReader:
             self.warn(f"warning: skipping {name}: looks binary (NUL bytes)")
             return
         if fmt == "txt":
-            yield head + stream.read(), 1
+            data = head + stream.read()
+            if b"\0" in data:  # binary data past the first bytes looked at
+                self.skipped_binary.append(name)
+                self.warn(f"warning: skipping {name}: looks binary (NUL bytes past the first {BINARY_SNIFF_BYTES:,})")
+                return
+            yield data, 1
             return
         pending, line = head, 1
         while True:
-            block = stream.read(self.unit_bytes)
+            try:
+                block = stream.read(self.unit_bytes)
+            except DECOMPRESSION_ERRORS:  # the whole lines read before the damage are kept
+                if cut := pending.rfind(b"\n") + 1:
+                    yield pending[:cut], line
+                raise
             self.bytes_read = done_before + raw.tell()
             pending += block
             cut = len(pending) if not block else pending.rfind(b"\n") + 1
@@ -245,6 +276,8 @@ def parse_unit(unit: Unit, options: FormatOptions, stats: Counter) -> list[Recor
         line_no = unit.first_line + offset
         line = decode(raw_line.rstrip(b"\r"), stats, "invalid_utf8_docs")
         try:
+            if b"\0" in raw_line:
+                raise InputError("a NUL byte (binary data?)")
             record = _parse_line(unit.format, line, f"{unit.path}:{line_no}", options)
         except InputError as e:
             if not options.skip_bad:

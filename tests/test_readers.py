@@ -7,7 +7,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from bigtopics.readers import (FormatOptions, InputError, InputReader, Unit, format_of, list_inputs, open_decompressed,
+from bigtopics.listing import input_files
+from bigtopics.readers import (FormatOptions, InputError, InputReader, Unit, format_of, open_decompressed,
                                parse_unit)
 
 LINES = b"".join(b'{"id": %d, "text": "line %d"}\n' % (i, i) for i in range(1, 2001))
@@ -55,7 +56,7 @@ def test_bigtopics_output_inside_an_input_folder_is_not_input(tmp_path):
     (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1}\n')
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "zarr.json").write_text('{"text": "a file that only shares the name"}')
-    assert [name for _, name in list_inputs([tmp_path])] == ["a.txt", "notes/zarr.json"]
+    assert [name for _, name in input_files([tmp_path], problem=None)] == ["a.txt", "notes/zarr.json"]
 
 
 def test_a_file_given_twice_is_an_error(tmp_path):

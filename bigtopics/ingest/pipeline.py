@@ -46,6 +46,7 @@ def ingest(
     unit_bytes: int | None = None,
     storage_options: dict | None = None,
     memory_limit: int | None = None,
+    files_from: str | os.PathLike | None = None,
 ) -> IngestReport:
     """Read `inputs` (files or directories) and write the store `output`; see bigtopics/ingest/__init__.py.
 
@@ -77,10 +78,10 @@ def ingest(
     budget = memory_limit or budget_bytes(ceiling=MAX_DEFAULT_BUDGET)
     # A worker holds a few copies of its unit (bytes, str, code points, ids); the queue holds two per worker.
     unit_bytes = unit_bytes or int(min(max(budget // (16 * ((os.cpu_count() or 1) + 1)), 1 << 20), 8 << 20))
-    reader = InputReader(inputs, formats, unit_bytes, warn=log)
+    reader = InputReader(inputs, formats, unit_bytes, warn=log, files_from=files_from)
     # By default, start a process per core, but only when there are several units of work for them.
     n_workers = workers or max(1, min(os.cpu_count() or 1, reader.total_bytes // SMALL_INPUT_BYTES))
-    report = IngestReport(output.path if output.path is not None else output.text, n_files=len(reader.files),
+    report = IngestReport(output.path if output.path is not None else output.text, n_files=reader.n_files,
                           input_bytes=reader.total_bytes, pruning=pruning,
                           vocabulary_from=vocabulary and vocabulary.source)
     if output.path is not None:
@@ -96,6 +97,7 @@ def ingest(
         for s in summaries:
             report.stats.update(s["stats"])
         report.stats["binary_files_skipped"] = len(reader.skipped_binary)
+        report.bad_files, report.notes = reader.bad_files, reader.notes
         report.n_runs, report.memory_budget = len(runs), budget
         report.run_bytes = sum(sum(p.stat().st_size for p in spill_dir.glob(f"run-{r['name']}.*")) for r in runs)
         if vocabulary is None:
@@ -112,7 +114,10 @@ def ingest(
         settings = {
             "tokenizer": tokenizer.to_dict(), "input": formats.to_dict() | {"section_tokens": section_tokens},
             "pruning": None if vocabulary else pruning.to_dict(), "inputs": [str(i) for i in inputs],
-        } | ({"vocabulary_from": vocabulary.source} if vocabulary else {})
+        } | ({"vocabulary_from": vocabulary.source} if vocabulary else {}) | (
+            {"files_from": str(files_from)} if files_from is not None else {}) | (
+            {"skipped": [{"name": n, "reason": r} for n, r in reader.bad_files]} if reader.bad_files else {}) | (
+            {"read_once": [{"name": n, "reason": r} for n, r in reader.notes]} if reader.notes else {})
         report.phase_seconds["merge"] = time.monotonic() - started - report.phase_seconds["tokenize"]
         write_store(output, summaries, final_words, final_counts, final_dfs,
                     spill_dir, settings, overwrite, quiet, report)

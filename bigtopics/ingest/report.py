@@ -11,6 +11,9 @@ from ..memory import format_bytes
 from .vocabulary import Pruning
 
 
+MAX_NAMED = 10  # files named in the summary (the store's settings name all)
+
+
 @dataclass
 class IngestReport:
     """What an ingest read, dropped and wrote; `summary()` is printed at the end."""
@@ -33,6 +36,8 @@ class IngestReport:
     n_distinct: int = 0  # distinct words seen (stop words excepted), before pruning
     n_runs: int = 0  # vocabulary spills of the workers (runs.py)
     run_bytes: int = 0
+    bad_files: list = field(default_factory=list)  # (name, reason): files and folders skipped (--skip-bad)
+    notes: list = field(default_factory=list)  # (name, reason): folders reached twice, read once
 
     def summary(self) -> str:
         s = self.stats
@@ -50,6 +55,14 @@ class IngestReport:
             f"dropped: {s['empty_docs_dropped']:,} empty documents, {s['binary_files_skipped']:,} binary-looking files, "
             f"{s['bad_lines_skipped']:,} bad lines skipped; {s['invalid_utf8_docs']:,} documents had invalid UTF-8 (replaced)",
         ]
+        if self.bad_files:
+            shown = "; ".join(f"{name}: {reason}" for name, reason in self.bad_files[:MAX_NAMED])
+            more = f"; and {len(self.bad_files) - MAX_NAMED:,} more (the store's settings list them all)" \
+                if len(self.bad_files) > MAX_NAMED else ""
+            lines.append(f"skipped {len(self.bad_files):,} files or folders that could not be read whole: {shown}{more}")
+        if self.notes:
+            lines.append(f"read once {len(self.notes):,} folders reached twice through symbolic links: "
+                         + ", ".join(name for name, _ in self.notes[:MAX_NAMED]))
         if self.vocabulary_from:
             words, tokens = self.pruned["out_of_vocabulary"]
             lines.append(f"vocabulary of {self.vocabulary_from}: {words:,} words ({tokens:,} tokens) out of it dropped; "
