@@ -265,6 +265,15 @@ def local_step_options(fn):
 @click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024; 512 with --exclude-own]")
 @click.option("--alpha", type=float, help="Document-topic prior of each topic.  [default: 5/K, as MALLET]")
 @click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
+@click.option("--optimize-alpha/--no-optimize-alpha", default=None,
+              help="Learn an asymmetric alpha_k from the documents' topic counts (Minka's fixed point, as MALLET's "
+                   "--optimize-interval), starting from --alpha; gibbs --sampler buckets.  [default: off]")
+@click.option("--optimize-eta/--no-optimize-eta", default=None,
+              help="Learn eta from the topic-word statistics, starting from --eta; mean estimate of beta only.  "
+                   "[default: off]")
+@click.option("--optimize-every", type=int, help="Minibatches between two updates of the learned priors.  [default: 1]")
+@click.option("--optimize-burn-in", type=int, help="Minibatches before the first update of the learned priors.  "
+              "[default: 20]")
 @click.option("--local-step", type=click.Choice(list(LOCAL_STEPS)),
               help="Per-document inference: " + "; ".join(f"{name}: {step.summary}" for name, step in LOCAL_STEPS.items())
                    + ".  [default: gibbs]")
@@ -339,8 +348,9 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
 @main.command()
 @click.argument("run", type=click.Path(exists=True))
 @click.option("-n", "--words", "n_words", type=click.IntRange(min=1), default=10, show_default=True, help="Words per topic.")
-@click.option("--sort", type=click.Choice(["id", "size"]), default="id", show_default=True,
-              help="List topics by number or by size (tokens).")
+@click.option("--sort", type=click.Choice(["id", "size", "alpha"]), default="id", show_default=True,
+              help="List topics by number, by size (tokens), or by alpha_k (learned with train --optimize-alpha; "
+                   "then alpha_k is shown before the share, as MALLET's topic keys show it).")
 @user_errors
 def topics(run, n_words, sort):
     """Print the top words of every topic of a finished run or a run in progress."""
@@ -349,10 +359,12 @@ def topics(run, n_words, sort):
     model = load_model(run)
     totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
-    order = np.argsort(-totals, kind="stable") if sort == "size" else np.arange(model.n_topics)
+    alpha = model.alpha_k
+    order = {"size": lambda: np.argsort(-totals, kind="stable"), "alpha": lambda: np.argsort(-alpha, kind="stable"),
+             "id": lambda: np.arange(model.n_topics)}[sort]()
     for k in order:
         words = " ".join(w for w, _ in model.top_words(int(k), n_words))
-        click.echo(f"{k}\t{share[k]:.4f}\t{words}")
+        click.echo(f"{k}\t" + (f"{alpha[k]:.4g}\t" if sort == "alpha" else "") + f"{share[k]:.4f}\t{words}")
 
 
 # -- evaluate, infer and export ---

@@ -61,7 +61,7 @@ class LearnedPriors:
     updates: int = 0
 
     @classmethod
-    def start(cls, settings) -> "LearnedPriors":
+    def start(cls, settings) -> LearnedPriors:
         return cls(np.full(settings.n_topics, float(settings.alpha)) if settings.optimize_alpha else None,
                    float(settings.eta))
 
@@ -95,7 +95,7 @@ class LearnedPriors:
         return {"eta": self.eta, "updates": self.updates}
 
     @classmethod
-    def from_checkpoint(cls, settings, scalars: dict | None, arrays: dict) -> "LearnedPriors":
+    def from_checkpoint(cls, settings, scalars: dict | None, arrays: dict) -> LearnedPriors:
         """The priors a checkpoint holds (None: one written before priors could be learned)."""
         if scalars is None:
             return cls.start(settings)

@@ -147,6 +147,14 @@ def document_names(store, doc_numbers) -> dict[int, str]:
     return names
 
 
+def _prior_text(model: Model) -> str:
+    """alpha as the page states it: the number, or for a learned alpha its range and sum."""
+    if np.ndim(model.alpha) == 0:
+        return f"{model.alpha:g}"
+    return (f"learned, {model.alpha.min():.3g} to {model.alpha.max():.3g} (sum {model.alpha_sum:.3g}; "
+            "click the alpha column to order the topics by it)")
+
+
 def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5,
                  overwrite: bool = False, log=None, storage_options: dict | None = None) -> Path:
     """Write the report (default <run>/report.html); returns its path. It replaces an earlier
@@ -186,6 +194,7 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
             doc_name = document_names(names_from, [d for listed in documents for d, _ in listed])
     totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
+    alpha = model.alpha_k
     e = html.escape
     rows = []
     for k in range(model.n_topics):
@@ -196,7 +205,7 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
         rows.append(
             f'<tr><td class="n" data-v="{-k}">{k}</td>'
             f'<td class="n" data-v="{share[k]}"><span class="bar" style="width:{share[k] * 300:.0f}px"></span> '
-            f'{share[k]:.1%}</td>'
+            f'{share[k]:.1%}</td><td class="n" data-v="{alpha[k]}">{alpha[k]:.3g}</td>'
             f'<td class="n" data-v="{coherence if coherence is not None else "-Infinity"}">'
             f'{"" if coherence is None else f"{coherence:.1f}"}</td>'
             f'<td><div class="words">{e(words)}</div><div class="docs">{docs}</div></td></tr>')
@@ -205,7 +214,7 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
 <html lang="en"><head><meta charset="utf-8"><title>{REPORT_TITLE}{e(run.name)}</title>
 <style>{CSS}</style><script>{JS}</script></head><body>
 <h1>Topic model report: {e(run.name)}</h1>
-<p>{model.n_topics} topics over {model.n_words:,} words; alpha {model.alpha:g}, eta {model.eta:g};
+<p>{model.n_topics} topics over {model.n_words:,} words; alpha {_prior_text(model)}, eta {model.eta:g};
 {e(trained_on)}.
 Coherence is UMass over the top 10 words (closer to 0 is better){"" if evaluation else
 f" — <strong>{e(notice)}</strong>" if notice else " — run <code>bigtopics evaluate</code> to fill it in"}.</p>
@@ -214,7 +223,8 @@ f" — <strong>{e(notice)}</strong>" if notice else " — run <code>bigtopics ev
 <h2>Topics</h2>
 <p><input placeholder="filter topics by word or document" oninput="filterTopics(this.value)"></p>
 <table id="topics"><thead><tr><th onclick="sortTopics(0)">topic</th><th onclick="sortTopics(1)">size</th>
-<th onclick="sortTopics(2)">coherence</th><th>top words, and the documents most about the topic</th></tr></thead>
+<th onclick="sortTopics(2)">alpha</th><th onclick="sortTopics(3)">coherence</th>
+<th>top words, and the documents most about the topic</th></tr></thead>
 <tbody>
 {"".join(rows)}
 </tbody></table></body></html>

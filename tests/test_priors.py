@@ -2,15 +2,22 @@
 asymmetric kernels against the dense conditional, the options' refusals, exact resume, and a
 synthetic corpus drawn with a known asymmetric alpha."""
 
+import json
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from bigtopics.cli import main
-from bigtopics.kernels.dirichlet import alpha_fixed_point, alpha_sums, eta_fixed_point, eta_sums
+from bigtopics.infer import posterior_mean
+from bigtopics.kernels.dirichlet import (
+    alpha_fixed_point,
+    alpha_sums,
+    eta_fixed_point,
+    eta_sums,
+)
 from bigtopics.kernels.evaluate import word_mass
 from bigtopics.kernels.gibbs import draw_topic
-from bigtopics.infer import posterior_mean
 from bigtopics.model import load_model
 from bigtopics.priors import LearnedPriors, alpha_histograms, eta_histograms
 from bigtopics.settings import TrainSettings
@@ -86,7 +93,8 @@ def test_the_fixed_points_equal_the_reference_iterations_and_recover_a_known_alp
 def test_an_update_moves_the_priors_towards_the_minibatch_fixed_point_by_rho():
     rng = np.random.default_rng(5)
     settings = TrainSettings(n_topics=4, alpha=0.5, eta=0.2, optimize_alpha=True, optimize_eta=True)
-    counts = PriorCounts.of_sweep(np.full(50, 20), rng.integers(0, 30, 1000), rng.integers(0, 4, 1000).astype(np.int32), 4)
+    counts = PriorCounts.of_sweep(np.full(50, 20), rng.integers(0, 30, 1000),
+                                  rng.integers(0, 4, 1000).astype(np.int32), 4)
     target_alpha = alpha_fixed_point(*alpha_histograms(counts), np.full(4, 0.5), 1e-10, 1e6, 200, 1e-5)
     target_eta = eta_fixed_point(*eta_histograms(counts, 4), 30, 0.2, 1e-10, 1e6, 200, 1e-5)
     priors = LearnedPriors.start(settings)
@@ -191,16 +199,17 @@ def test_resumed_with_learned_priors_is_the_uninterrupted_model(skewed, tmp_path
 
 
 def spearman(a, b):
-    rank = lambda x: np.argsort(np.argsort(x))  # noqa: E731 (no ties in these values)
+    rank = lambda x: np.argsort(np.argsort(x))
     return float(np.corrcoef(rank(a), rank(b))[0, 1])
 
 
 @pytest.mark.slow
 def test_learned_alpha_ranks_the_true_topics_and_topics_are_recovered_as_well(tmp_path_factory):
-    """A corpus of 12 topics drawn with alpha_k proportional to (k + 1)^-1.2: each true topic's
-    alpha_k against the learned alpha of the learned topic closest to it (cosine of p(w|k)) has a
-    Spearman correlation above 0.8, and the topics are found at least as well (mean best cosine,
-    within 0.01) as with the fixed symmetric prior."""
+    """A corpus of 12 topics drawn with alpha_k proportional to (k + 1)^-1.2 (sum 1.2). Measure:
+    for each true topic found (a learned topic within cosine 0.9 of its p(w|k)), its alpha_k
+    against the learned alpha of that topic: Spearman correlation above 0.8. And the topics are
+    found at least as well (mean best cosine over all true topics, within 0.01) as with the fixed
+    symmetric prior 5/K; the learned alpha_0 lies within a factor 2 of the true 1.2."""
     folder = tmp_path_factory.mktemp("recovery")
     spec = CorpusSpec(n_docs=6000, n_topics=12, n_words=800, mean_length=60, alpha=0.1, eta=0.02, seed=7,
                       alpha_skew=1.2)
@@ -215,11 +224,14 @@ def test_learned_alpha_ranks_the_true_topics_and_topics_are_recovered_as_well(tm
         model = load_model(folder / name)
         recovered[name] = topic_recovery(model, truth_path(store))
     learned = np.stack([model.word_probabilities(k) for k in range(12)])
-    cosine = (beta / np.linalg.norm(beta, axis=1, keepdims=True)) @ (learned / np.linalg.norm(learned, axis=1,
-                                                                                             keepdims=True)).T
+    cosine = (beta / np.linalg.norm(beta, axis=1, keepdims=True)) @ (
+        learned / np.linalg.norm(learned, axis=1, keepdims=True)).T
+    found = cosine.max(axis=1) >= 0.9
+    assert found.sum() >= 8, recovered
     matched = model.alpha[cosine.argmax(axis=1)]
-    assert spearman(truth, matched) > 0.8, (truth, matched)
+    assert spearman(truth[found], matched[found]) > 0.8, (truth, matched, found)
     assert recovered["learned"].mean() >= recovered["fixed"].mean() - 0.01, recovered
+    assert 0.6 < model.alpha_sum < 2.4
 
 
 def test_topics_sorted_by_alpha_and_the_model_records_it(skewed, tmp_path):
@@ -231,3 +243,15 @@ def test_topics_sorted_by_alpha_and_the_model_records_it(skewed, tmp_path):
     assert out.exit_code == 0, out.output
     shown = [int(line.split("\t")[0]) for line in out.output.splitlines()]
     assert shown == np.argsort(-model.alpha, kind="stable").tolist()
+    assert [float(line.split("\t")[1]) for line in out.output.splitlines()] == pytest.approx(
+        np.sort(model.alpha)[::-1], rel=1e-3)
+    out = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "export")])
+    assert out.exit_code == 0, out.output
+    keys = (tmp_path / "export" / "topic_keys.tsv").read_text().splitlines()
+    assert [float(line.split("\t")[1]) for line in keys] == pytest.approx(model.alpha, rel=1e-5)
+    records = [json.loads(line) for line in (tmp_path / "export" / "topics.jsonl").read_text().splitlines()]
+    assert [r["alpha"] for r in records] == model.alpha.tolist()
+    out = CliRunner().invoke(main, ["report", str(run)])
+    assert out.exit_code == 0, out.output
+    page = (run / "report.html").read_text()
+    assert "alpha learned" in page and all(f'data-v="{a}"' in page for a in model.alpha)

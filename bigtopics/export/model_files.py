@@ -5,7 +5,7 @@
                    every word a topic does not store, eta / (V eta + N[k]). Every array names its
                    dimension (Zarr v3 dimension_names), so xarray.open_zarr opens the group.
   vocab.txt        one word per line, in column order (text.escape_word)
-  topics.jsonl     per topic: id, label, top words and probabilities, size, and the diagnostics of
+  topics.jsonl     per topic: id, label, top words and probabilities, size, alpha_k, and the diagnostics of
                    `bigtopics evaluate` when it scored this model
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 import zarr
 
 from ..store import CSR_ENCODING, default_compressors
-from .base import ExportContext, Writer, json_line, stored_counts, topic_label, topic_norms
+from .base import ExportContext, Writer, alphas, json_line, stored_counts, topic_label, topic_norms
 
 # dimension names of topic_word.zarr's arrays, as xarray reads them
 DIMENSIONS = {"indptr": "topic_bound", "indices": "entry", "data": "entry", "smoothing": "topic"}
@@ -54,12 +54,13 @@ def write_vocab(ctx: ExportContext, out: Path) -> None:
 
 def write_topics_jsonl(ctx: ExportContext, out: Path) -> None:
     model = ctx.model
-    norms, totals = topic_norms(model), model.topic_totals()
+    norms, totals, alpha = topic_norms(model), model.topic_totals(), alphas(model)
     with open(out / "topics.jsonl", "w", encoding="utf-8") as f:
         for k, words in enumerate(ctx.top):
             record = {"topic": k, "label": topic_label(model, words), "top_words": [str(w) for w in model.vocab[words]],
                       "probabilities": [round(float(p), 6) for p in (stored_counts(model, k, words) + model.eta) / norms[k]],
                       "tokens": float(totals[k]), "share": float(totals[k] / max(totals.sum(), 1e-300)),
+                      "alpha": float(alpha[k]),
                       "smoothing": float(model.eta / norms[k]), **ctx.diagnostics.get(k, {})}
             f.write(json_line(record))
 

@@ -40,7 +40,7 @@ import numpy as np
 from ..atomic import publish_dir, temporary_sibling
 from ..evaluate import current_evaluation, evaluation_path
 from ..infer import DocTopics
-from ..model import load_model
+from ..model import alpha_attribute, load_model
 from ..outputs import check_output, is_url
 from ..progress import Progress
 from ..rundir import METRICS_NAME, read_metrics
@@ -188,7 +188,8 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
     training = _training(run)
     (folder / "csv" / "training.csv").write_bytes(training_csv(training))
     summary = {
-        "run": run.name, "n_topics": K, "n_words": model.n_words, "alpha": model.alpha, "eta": model.eta,
+        "run": run.name, "n_topics": K, "n_words": model.n_words, "alpha": alpha_attribute(model.alpha),
+        "eta": model.eta,
         "n_docs": store.n_docs, "n_books": n_book_total, "sectioned": sectioned,
         "progress": model.attrs.get("progress") or {}, "topics": topics,
         "fields": [{"name": name, "numeric": r["numeric"], "n_values": len(r["values"])} for name, r in fields.items()],
