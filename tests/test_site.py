@@ -208,3 +208,19 @@ def test_pages_in_chromium(built, browser, tmp_path):
     assert f'<h1 id="book-title">{book_title}</h1>' in whole and 'class="here"' not in whole
     for name in ("index", "search", "topic", "doc"):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_a_library_of_100k_sections(browser, tmp_path):
+    """benchmarks/bench_site.py's library: 2,000 books cut into about 100,000 sections, ingested,
+    trained briefly, inferred and built into a site whose pages open in Chromium (the time and
+    peak memory of the build are benchmarks/RESULTS.md's, "Site")."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_site
+
+    result = bench_site.run(tmp_path, books=2000, tokens_per_book=2500, section_tokens=50)
+    assert result["books"] == 2000 and result["documents"] >= 90_000
+    assert all(page["shows"] for page in result["pages"].values()), result["pages"]
+    assert result["site_files"] < 500  # shards of books, not a page per document
