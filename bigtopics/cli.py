@@ -1,8 +1,9 @@
 """The `bigtopics` command line: a thin layer over the Python API.
 
-Each command parses options, calls one API function, and turns the errors users can cause
-(bad input, missing files, wrong settings) into a one-line message and exit status 2, never a
-traceback.
+Each command parses options, calls one API function, and turns the errors users can cause into
+a one-line message, never a traceback (`--debug` shows it): exit status 2 for a usage error (an
+option's value out of range, options that do not go together), 1 for a failure at run time (bad
+input, missing or existing files, a full disk), 130 after Ctrl-C and 143 after SIGTERM.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
+import threading
+import traceback
 import warnings
 
 import click
@@ -18,6 +22,7 @@ import numpy as np
 
 from .checkpoints import CheckpointError
 from .local_steps import LOCAL_STEPS
+from .settings import OptionError
 from .store import StoreError
 
 
@@ -62,25 +67,37 @@ def storage_options_option(fn):
                              "environment (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, ...).")(fn)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is so that it unwinds as after Ctrl-C (train handles
+    both itself, finishing its minibatch)."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def user_errors(fn):
-    """Report anticipated errors as `error: ...` on stderr with exit status 2 (130 after Ctrl-C)."""
+    """Report anticipated errors as `error: ...` on stderr: exit status 2 for a usage error, 1 for
+    a failure at run time, 130 after Ctrl-C, 143 after SIGTERM; with --debug, the traceback too."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args, debug=False, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             note = INTERRUPTED.get(fn.__name__, "nothing half-written is left behind")
-            click.echo(f"interrupted: {note}", err=True)
-            sys.exit(130)
+            click.echo(f"{'terminated' if isinstance(e, Terminated) else 'interrupted'}: {note}", err=True)
+            sys.exit(143 if isinstance(e, Terminated) else 130)
         except BrokenPipeError:  # `bigtopics topics run/ | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         except (StoreError, CheckpointError, FileExistsError, FileNotFoundError, ValueError, OSError, ImportError) as e:
+            if debug:
+                traceback.print_exc()
             click.echo(f"error: {e}", err=True)
-            sys.exit(2)
+            sys.exit(2 if isinstance(e, OptionError) else 1)
 
-    return wrapper
+    return click.option("--debug", is_flag=True, help="On an error, print the traceback too.")(wrapper)
 
 
 def _plain_warning(message, category, filename, lineno, line=None) -> str:
@@ -94,6 +111,8 @@ def _plain_warning(message, category, filename, lineno, line=None) -> str:
 def main():
     """Topic models for very large text collections on one machine."""
     warnings.formatwarning = _plain_warning
+    if threading.current_thread() is threading.main_thread():  # (signal handlers are set there only)
+        signal.signal(signal.SIGTERM, _terminate)
 
 
 # -- ingest and info ------------------------------------------------------------------------
@@ -259,11 +278,14 @@ def local_step_options(fn):
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
               help="Continue this run from its newest good checkpoint (epochs, max-docs, workers and "
                    "checkpoint settings may change).")
-@click.option("-k", "--topics", "n_topics", type=int, help="Number of topics K.")
+@click.option("-k", "--topics", "--num-topics", "n_topics", type=int, help="Number of topics K.")
 @click.option("--epochs", type=int, help="Passes over the store.  [default: 1]")
 @click.option("--max-docs", type=int, help="Stop after this many documents in all.")
 @click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024; 512 with --exclude-own]")
-@click.option("--alpha", type=float, help="Document-topic prior of each topic.  [default: 5/K, as MALLET]")
+@click.option("--alpha", type=float, help="Document-topic prior of each topic (MALLET's --alpha is their sum: "
+              "--alpha-sum).  [default: 5/K, as MALLET]")
+@click.option("--alpha-sum", type=float, help="The document-topic prior summed over the topics, as MALLET's --alpha: "
+              "alpha = alpha-sum / K.")
 @click.option("--eta", type=float, help="Topic-word prior.  [default: 0.01; 0.5 with --beta-estimate geometric]")
 @click.option("--optimize-alpha/--no-optimize-alpha", default=None,
               help="Learn an asymmetric alpha_k from the documents' topic counts (Minka's fixed point, as MALLET's "
@@ -288,8 +310,8 @@ def local_step_options(fn):
               help="At a table reset, drop entries with N[k,w] below this; the mass dropped is logged.  [default: 0.01]")
 @click.option("--reset-below", type=float,
               help="Rescale the table (and drop small entries) when pi_t falls below this.  [default: 1e-4]")
-@click.option("--seed", type=int, help="Fixes every random choice.  [default: 0]")
-@click.option("--workers", type=int, help="Sampler threads.  [default: all cores]")
+@click.option("--seed", "--random-seed", "seed", type=int, help="Fixes every random choice.  [default: 0]")
+@click.option("--workers", "--num-threads", "workers", type=int, help="Sampler threads.  [default: all cores]")
 @click.option("--heldout", type=int, help="Hold this many documents out of training and report their "
               "left-to-right log-likelihood per token as training goes.  [default: 0]")
 @click.option("--heldout-every", help="How often to score the held-out documents.  [default: 5m]")
@@ -310,6 +332,10 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
     from .trainer import Trainer, summary
 
     given = {k: v for k, v in given.items() if v is not None}
+    if "alpha_sum" in given:
+        if "alpha" in given or "n_topics" not in given:
+            raise click.UsageError("--alpha-sum needs -k (alpha = alpha-sum / K), and not --alpha")
+        given["alpha"] = given.pop("alpha_sum") / max(given["n_topics"], 1)
     _, snapshot_seconds = parse_interval(snapshot_every, "snapshot interval")
     if snapshot_seconds is None:
         raise click.BadParameter("give a duration such as 10m", param_hint="--snapshot-every")
@@ -339,7 +365,7 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
     if trainer.stop_signal is not None:
         click.echo(f"stopped at minibatch {trainer.state.step} with a checkpoint; continue with:\n"
                    f"    bigtopics train --resume {run_dir}", err=True)
-        sys.exit(130)
+        sys.exit(143 if trainer.stop_signal == signal.SIGTERM else 130)
     if not quiet:
         click.echo(summary(trainer), err=True)
         click.echo(f"model: {model_path}   (top words: bigtopics topics {run_dir})", err=True)
@@ -389,8 +415,8 @@ def topics(run, n_words, sort):
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="JSON file (default: RUN/evaluation.json); an earlier evaluation there is replaced.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing file that is not an earlier evaluation.")
-@click.option("--seed", type=int, default=0, show_default=True, help="In [0, 2**63).")
-@click.option("--workers", type=int, default=0, help="Threads (default: all cores).")
+@click.option("--seed", "--random-seed", "seed", type=int, default=0, show_default=True, help="In [0, 2**63).")
+@click.option("--workers", "--num-threads", "workers", type=int, default=0, help="Threads (default: all cores).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @storage_options_option
 @user_errors
@@ -416,8 +442,9 @@ def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_res
 @click.option("--threshold", type=float, default=0.01, show_default=True, help="Smallest proportion kept (in [0, 1)).")
 @click.option("--burnin", type=int, default=4, show_default=True, help="Gibbs sweeps discarded per document.")
 @click.option("--samples", type=int, default=4, show_default=True, help="Gibbs sweeps averaged per document.")
-@click.option("--seed", type=int, default=0, show_default=True, help="In [0, 2**63).")
-@click.option("--workers", type=int, default=0, help="Sampler threads (default: all cores).")
+@click.option("--seed", "--random-seed", "seed", type=int, default=0, show_default=True, help="In [0, 2**63).")
+@click.option("--workers", "--num-threads", "workers", type=int, default=0,
+              help="Sampler threads (default: all cores).")
 @click.option("--part-tokens", type=int, default=1 << 23, show_default=True,
               help="Tokens per resumable part (work lost to an interruption is at most one part).")
 @click.option("--cluster", help="Infer on a Dask LocalCluster of worker processes started here: local:N.")
