@@ -64,7 +64,8 @@ def ocr(tmp_path_factory) -> Path:
 
 def run(ocr, out, **kw):
     kw.setdefault("workers", 1)
-    return ingest(ocr, out, quiet=True, log=lambda m: None, **kw)
+    kw.setdefault("log", lambda m: None)
+    return ingest(ocr, out, quiet=True, **kw)
 
 
 def cases(ocr, tmp: Path, **kw) -> dict[str, list]:

@@ -12,14 +12,15 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
-from ..atomic import temporary_sibling
 from ..memory import budget_bytes, peak_rss_bytes
 from ..outputs import check_output, locate
 from ..readers import FormatOptions, InputReader
 from ..tokenizer import TokenizerSettings
 from .report import IngestReport
+from .resume import prepare_spill_dir
 from .runs import KnownWords, write_remaps
 from .vocabulary import FixedVocabulary, Pruning, fixed_vocabulary_counts, pruned_vocabulary, read_vocabulary
 from .workers import tokenize_all
@@ -84,15 +85,24 @@ def ingest(
     report = IngestReport(output.path if output.path is not None else output.text, n_files=reader.n_files,
                           input_bytes=reader.total_bytes, pruning=pruning,
                           vocabulary_from=vocabulary and vocabulary.source)
-    if output.path is not None:
-        spill_dir = temporary_sibling(output.path, "spill")
-        spill_dir.mkdir(parents=True)
+    done_runs, done_units = [], []
+    if output.path is not None:  # resumable
+        spill_settings = {
+            "inputs": [str(Path(i).resolve()) for i in inputs], "tokenizer": tokenizer.to_dict(),
+            "files_from": str(files_from if files_from in (None, "-") else Path(files_from).resolve()),
+            "input": formats.to_dict(), "section_tokens": section_tokens, "unit_bytes": unit_bytes}
+        spill_dir, spill_settings, done_runs, done_units = prepare_spill_dir(output.path, spill_settings, log)
+        reader.unit_bytes = spill_settings["unit_bytes"]  # the units of the work resumed
     else:
         spill_dir = Path(tempfile.mkdtemp(prefix="bigtopics-ingest-spill-"))
+    keep_spills = False
     try:
         # A run's vocabulary, and the copies made to spill it, take up to a third of a worker's share.
-        worker_settings = (tokenizer, formats, section_tokens, spill_dir, budget // (3 * n_workers))
-        summaries, runs = tokenize_all(reader, worker_settings, n_workers, quiet)
+        worker_settings = (tokenizer, formats, section_tokens, spill_dir, budget // (3 * n_workers),
+                           f"{uuid.uuid4().hex[:8]}-")  # run names: unique to this attempt
+        summaries, runs = tokenize_all(reader, worker_settings, n_workers, quiet,
+                                       done={u["seq"]: u for u in done_units})
+        runs = done_runs + runs
         report.phase_seconds["tokenize"] = time.monotonic() - started
         for s in summaries:
             report.stats.update(s["stats"])
@@ -121,8 +131,14 @@ def ingest(
         report.phase_seconds["merge"] = time.monotonic() - started - report.phase_seconds["tokenize"]
         write_store(output, summaries, final_words, final_counts, final_dfs,
                     spill_dir, settings, overwrite, quiet, report)
+    except KeyboardInterrupt:
+        keep_spills = output.path is not None
+        if keep_spills:
+            log(f"note: the work done so far is kept in {spill_dir.name}: run the same command again to continue")
+        raise
     finally:
-        shutil.rmtree(spill_dir, ignore_errors=True)
+        if not keep_spills:
+            shutil.rmtree(spill_dir, ignore_errors=True)
     report.seconds = time.monotonic() - started
     report.phase_seconds["write"] = report.seconds - sum(report.phase_seconds.values())
     report.n_workers = n_workers

@@ -12,10 +12,17 @@ process is started.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
+import os
 import pickle
 import queue
+import signal
+import sys
+import threading
+import time
 import traceback
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +33,8 @@ from ..kernels.tokens import count_rows
 from ..progress import Progress
 from ..readers import FormatOptions, InputError, InputReader, Unit, parse_unit
 from ..tokenizer import Tokenizer, TokenizerSettings
-from .runs import write_run
+from .resume import crc32_file, write_manifest
+from .runs import FIELDS, write_run
 
 SPILL_CODEC = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE)  # temporary files: speed over size
 
@@ -35,8 +43,9 @@ class UnitTokenizer:
     """A worker's state: its tokenizer (local vocabulary) and per-word statistics."""
 
     def __init__(self, worker_id: int, tokenizer: TokenizerSettings, formats: FormatOptions,
-                 section_tokens: int | None, spill_dir: Path, run_budget: int):
+                 section_tokens: int | None, spill_dir: Path, run_budget: int, run_prefix: str):
         self.worker_id = worker_id
+        self.run_prefix = run_prefix  # new in every attempt: a resumed ingest keeps the runs of earlier ones
         self.settings = tokenizer
         self.formats = formats
         self.section_tokens = section_tokens
@@ -50,8 +59,8 @@ class UnitTokenizer:
         self.term_counts = np.zeros(1024, np.int64)
         self.doc_freqs = np.zeros(1024, np.int64)
         self.scratch = np.zeros(1024, np.int64)
-        self.run_name = f"{self.worker_id:03d}-{len(self.runs):06d}"
-        self.run_units = 0
+        self.run_name = f"{self.run_prefix}{self.worker_id:03d}-{len(self.runs):06d}"
+        self.run_units: list[dict] = []  # the summaries of the run's units
 
     def vocabulary_bytes(self) -> int:
         """Memory held by the run's vocabulary (tables, pool and per-word counts)."""
@@ -60,9 +69,18 @@ class UnitTokenizer:
                 + self.term_counts.nbytes + self.doc_freqs.nbytes + self.scratch.nbytes)
 
     def spill_run(self) -> None:
-        """Spill the run's vocabulary (runs.py) and start a new run."""
-        self.runs.append(write_run(self.spill_dir, self.run_name, self.tok, self.term_counts, self.doc_freqs))
+        """Spill the run's vocabulary (runs.py), record the run for a resumed ingest (resume.py)
+        and start a new run."""
+        run = write_run(self.spill_dir, self.run_name, self.tok, self.term_counts, self.doc_freqs)
+        files = {f"run-{run['name']}.{field}": self._checked(f"run-{run['name']}.{field}") for field in FIELDS}
+        files |= {unit_file(u["seq"]): (u["spill_size"], u["spill_crc"]) for u in self.run_units}
+        write_manifest(self.spill_dir, run, self.run_units, files)
+        self.runs.append(run)
         self._new_run()
+
+    def _checked(self, name: str) -> tuple[int, int]:
+        path = self.spill_dir / name
+        return path.stat().st_size, crc32_file(path)
 
     def process(self, unit: Unit) -> dict:
         """Tokenize and count one unit, spill its rows, return a summary."""
@@ -98,17 +116,20 @@ class UnitTokenizer:
             raw_tokens=int(token_counts.sum()), stop_tokens=int(token_counts[ids < self.tok.n_stop].sum()),
         )
         spill = {"indptr": indptr, "indices": indices, "data": data, "doc_ids": doc_ids, "meta": meta}
-        (self.spill_dir / unit_file(unit.seq)).write_bytes(pickle.dumps(
+        payload = pickle.dumps(
             {k: (SPILL_CODEC.encode(v) if len(v) else b"") if isinstance(v, np.ndarray) else v for k, v in spill.items()}
             | {"dtypes": {k: v.dtype.str for k, v in spill.items() if isinstance(v, np.ndarray)}},
             protocol=pickle.HIGHEST_PROTOCOL,
-        ))
+        )
+        (self.spill_dir / unit_file(unit.seq)).write_bytes(payload)
         summary = {
             "seq": unit.seq, "run": self.run_name, "stats": stats, "nnz": len(indices),
             "max_count": int(data.max()) if len(data) else 0, "field_kinds": field_kinds(meta),
             "nonempty_rows": int(np.count_nonzero(np.diff(indptr))), "bytes": len(unit.data),
+            "path": unit.path, "input_crc": zlib.crc32(unit.data), "spill_size": len(payload),
+            "spill_crc": zlib.crc32(payload),
         }
-        self.run_units += 1
+        self.run_units.append(summary)
         if self.vocabulary_bytes() > self.run_budget:
             self.spill_run()
         return summary
@@ -152,8 +173,29 @@ def field_kinds(meta: dict[str, list]) -> dict[str, set]:
     return {name: {names.get(type(v), "str") for v in values} for name, values in meta.items()}
 
 
-def _worker_main(worker_id, settings, tasks, results):
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """End this worker when the ingest that started it ends, even by kill -9: on Linux the kernel
+    sends SIGKILL (prctl PR_SET_PDEATHSIG); elsewhere a thread watches the parent's pid."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    else:
+        def watch():
+            while os.getppid() == parent_pid:
+                time.sleep(1)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent_pid:  # gone before the above took effect
+        os._exit(1)
+
+
+def _worker_main(worker_id, parent_pid, settings, tasks, results):
     """A worker process: tokenize units from `tasks` until None, then report its runs."""
+    die_with_parent(parent_pid)
     try:
         worker = UnitTokenizer(worker_id, *settings)
         while (unit := tasks.get()) is not None:
@@ -165,9 +207,23 @@ def _worker_main(worker_id, settings, tasks, results):
         results.put(("crash", traceback.format_exc()))
 
 
-def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, quiet: bool):
-    """Pass 1 over the input: (unit summaries in input order, the runs spilled, by name)."""
-    summaries = []
+def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, quiet: bool,
+                 done: dict[int, dict] | None = None):
+    """Pass 1 over the input: (unit summaries in input order, the runs spilled now). The units in
+    `done` (seq -> summary: a resumed ingest) are only checked against the input, not redone."""
+    summaries, done = [], done or {}
+
+    def already_done(unit: Unit) -> bool:
+        summary = done.pop(unit.seq, None)
+        if summary is None:
+            return False
+        if (summary["path"], summary["bytes"], summary["input_crc"]) != (unit.path, len(unit.data),
+                                                                         zlib.crc32(unit.data)):
+            raise InputError(f"{unit.path} changed since the interrupted ingest whose work was to be resumed; "
+                             "that work is removed: run the command again to start afresh")
+        summaries.append(summary)
+        return True
+
     progress = Progress("ingest: reading", total=reader.total_bytes / 1e6, unit="MB", quiet=quiet,
                         postfix=lambda: {"docs": sum(s["stats"]["records"] for s in summaries)})
     shown = 0.0
@@ -181,12 +237,13 @@ def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, qu
         if n_workers == 1:  # no processes to start for small jobs and tests
             worker = UnitTokenizer(0, *worker_settings)
             for unit in reader.units():
-                summaries.append(worker.process(unit))
+                if not already_done(unit):
+                    summaries.append(worker.process(unit))
                 advance()
             return summaries, worker.finish()
         ctx = mp.get_context("spawn")  # fork is unsafe once any library has started threads
         tasks, results = ctx.Queue(maxsize=2 * n_workers), ctx.Queue()
-        procs = [ctx.Process(target=_worker_main, args=(i, worker_settings, tasks, results), daemon=True)
+        procs = [ctx.Process(target=_worker_main, args=(i, os.getpid(), worker_settings, tasks, results), daemon=True)
                  for i in range(n_workers)]
         for p in procs:
             p.start()
@@ -216,6 +273,9 @@ def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, qu
 
         try:
             for unit in reader.units():
+                if already_done(unit):
+                    advance()
+                    continue
                 while True:
                     try:
                         tasks.put(unit, timeout=0.2)
