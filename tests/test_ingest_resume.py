@@ -10,7 +10,10 @@ import time
 
 import psutil
 import pytest
-from test_ingest_scale import RECORDED, SMALL_VOCAB, ocr, run, store_digest  # noqa: F401 (ocr: a fixture)
+import test_ingest_scale
+from test_ingest_scale import RECORDED, SMALL_VOCAB, run, store_digest
+
+ocr = test_ingest_scale.ocr  # the fixture: the OCR-like corpus
 
 from bigtopics import open_store
 from bigtopics.ingest import workers
@@ -48,7 +51,7 @@ def test_an_interrupted_ingest_continues_where_it_stopped(ocr, tmp_path, monkeyp
     monkeypatch.undo()
 
     # One of the spilled runs is damaged: it is found out and its units are done again.
-    damaged = sorted(spill.glob("run-*.tf"))[0]
+    damaged = min(spill.glob("run-*.tf"))
     damaged.write_bytes(damaged.read_bytes()[:-8] + b"\1" * 8)
     logged.clear()
     report = run(ocr, tmp_path / "s.zarr", log=logged.append, **SMALL)
@@ -101,7 +104,7 @@ def test_kill_9_leaves_no_worker_and_the_rerun_gives_the_same_store(ocr, tmp_pat
     assert len([c for c in children if "spawn_main" in " ".join(c.cmdline())]) == 2
     main.send_signal(signal.SIGKILL)
     main.wait()
-    gone, alive = psutil.wait_procs(children, timeout=10)
+    _, alive = psutil.wait_procs(children, timeout=10)
     assert not alive
     subprocess.run(command, check=True)
     assert store_digest(tmp_path / "s.zarr") == RECORDED["small_vocab"][0]
