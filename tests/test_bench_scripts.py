@@ -1,5 +1,6 @@
 """The training benchmarks run end to end on a tiny synthetic store (tomotopy only where it is installed)."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -114,3 +115,18 @@ def test_steal_percent_is_the_stolen_share_of_the_ticks_between_two_readings():
     if now is not None:
         assert 0 <= now[0] <= now[1]
 
+
+
+def test_bench_shared_base(tmp_path):
+    systems = "bigtopics,tomotopy" if importlib.util.find_spec("tomotopy") else "bigtopics"
+    figures = tmp_path / "shared.json"
+    out = run("bench_shared_base.py", "--docs", 600, "-k", 4, "--vocab", 300, "--mean-length", 40, "--true-eta", 0.1,
+              "--heldout", 50, "--passes", 2, "--systems", systems, "-o", "batch_size=64", "--cache", tmp_path,
+              "--json", figures)
+    result = json.loads(figures.read_text())
+    assert result["truth"] > result["unigram"]  # the true topics predict held-out text better than word frequencies
+    for name in systems.split(","):
+        curve = result["curves"][name]
+        assert [p["mark"] for p in curve] == [round(2 * f, 2) for f in (1 / 6, 1 / 3, 2 / 3, 1)]
+        assert all(p["passes"] >= p["mark"] and 0 < p["cosine"] <= 1 and 1 <= p["distinct_top10"] <= 4 for p in curve)
+    assert '"batch_size": 64' in out and "distinct" in out
