@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -147,13 +148,14 @@ def cli(*args):
     return [sys.executable, "-m", "bigtopics.cli", *args]
 
 
+def training_args(corpus, run) -> list[str]:
+    """`bigtopics train` arguments of SETTINGS."""
+    return ["train", str(corpus), "-o", str(run), "--quiet", "-k", "6", "--batch-size", "100",
+            "--epochs", str(SETTINGS["epochs"]), "--seed", "4", "--checkpoint-every", "1", "--reset-below", "0.5"]
+
+
 def start_training(corpus, run, resume_run=False):
-    if resume_run:
-        args = cli("train", "--resume", str(run), "--quiet")
-    else:
-        args = cli("train", str(corpus), "-o", str(run), "--quiet", "-k", "6", "--batch-size", "100",
-                   "--epochs", str(SETTINGS["epochs"]), "--seed", "4", "--checkpoint-every", "1",
-                   "--reset-below", "0.5")
+    args = cli("train", "--resume", str(run), "--quiet") if resume_run else cli(*training_args(corpus, run))
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -166,6 +168,24 @@ def wait_for(predicate, process, timeout=120.0):
             return False
         time.sleep(0.002)
     raise TimeoutError("training made no progress")
+
+
+FAULT_HARNESS = Path(__file__).with_name("fault_harness.py")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("event, nth", [("checkpoint-write", 7), ("checkpoint-rename", 12), ("model-aside", 9),
+                                        ("reset", 2), ("epoch-end", 2)])
+def test_kill_at_each_named_event_then_resume_gives_the_same_model(corpus, tmp_path, uninterrupted, event, nth):
+    """kill -9 exactly between two of a run's writes (tests/fault_harness.py), then resume."""
+    run = tmp_path / "run"
+    args = [sys.executable, str(FAULT_HARNESS), event, str(nth), "--", *training_args(corpus, run)]
+    killed = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, (event, killed.returncode, killed.stderr[-2000:])
+    resume(run, quiet=True)
+    assert_same_model(run, uninterrupted)
+    assert not [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]
+    assert not [p.name for p in run.iterdir() if p.name.startswith(".model.zarr")]
 
 
 @pytest.mark.slow
