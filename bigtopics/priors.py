@@ -32,17 +32,23 @@ MAX_ITERATIONS = 200
 TOLERANCE = 1e-5
 
 
-def histogram(*columns: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The distinct rows of the columns (ascending) and how many times each occurs (float64)."""
-    rows, weights = np.unique(np.stack([np.asarray(c, np.int64) for c in columns]), axis=1, return_counts=True)
-    return (*rows, weights.astype(np.float64))
+def histogram(values: np.ndarray, items: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """The distinct values (of each item, if given: (item, value) pairs) with how many times each
+    occurs (float64), ascending."""
+    values = np.asarray(values, np.int64)
+    if items is None:
+        distinct, weights = np.unique(values, return_counts=True)
+        return distinct, weights.astype(np.float64)
+    span = int(values.max(initial=0)) + 1
+    keys, weights = np.unique(np.asarray(items, np.int64) * span + values, return_counts=True)
+    return keys // span, keys % span, weights.astype(np.float64)
 
 
 def alpha_histograms(counts: PriorCounts) -> tuple[np.ndarray, ...]:
     """(topic, count, weight) of the documents' n_dk and (length, weight) of their N_d > 0."""
     lengths = np.add.reduceat(counts.doc_counts, np.cumsum(counts.doc_sizes) - counts.doc_sizes) \
         if len(counts.doc_counts) else np.zeros(0, np.int64)
-    return (*histogram(counts.doc_topics, counts.doc_counts), *histogram(lengths[counts.doc_sizes > 0]))
+    return (*histogram(counts.doc_counts, counts.doc_topics), *histogram(lengths[counts.doc_sizes > 0]))
 
 
 def eta_histograms(counts: PriorCounts, n_topics: int) -> tuple[np.ndarray, ...]:
@@ -74,6 +80,12 @@ class LearnedPriors:
         """Whether the priors move after minibatch `step` (1, 2, ...), from its counts."""
         return (settings.optimize_alpha or settings.optimize_eta) and step > settings.optimize_burn_in and (
             step - settings.optimize_burn_in) % settings.optimize_every == 0
+
+    @staticmethod
+    def counts_needed(settings) -> tuple[str, ...]:
+        """The parts of a sweep's counts (stats.PriorCounts) an update reads: "documents" always
+        (cheap), "words" for eta."""
+        return ("documents", "words") if settings.optimize_eta else ("documents",)
 
     def update(self, settings, counts: PriorCounts, n_words: int, rho: float) -> None:
         """Move the priors towards the fixed point of a minibatch's counts by rho."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .frozen import local_ids
+from .kernels.dirichlet import doc_topic_counts
 from .kernels.sparse_stats import merge_pairs
 
 
@@ -33,14 +34,16 @@ class PriorCounts:
     word_topic_counts: np.ndarray  # int64
 
     @classmethod
-    def of_sweep(cls, doc_tokens: np.ndarray, token_words: np.ndarray, token_topics: np.ndarray,
-                 n_topics: int) -> "PriorCounts":
-        """From each token's word id and topic, documents of doc_tokens[d] consecutive tokens."""
-        token_docs = np.repeat(np.arange(len(doc_tokens), dtype=np.int64), doc_tokens)
-        doc_keys, doc_counts = np.unique(token_docs * n_topics + token_topics, return_counts=True)
-        keys, counts = np.unique(np.asarray(token_words, np.int64) * n_topics + token_topics, return_counts=True)
-        return cls(np.bincount(doc_keys // n_topics, minlength=len(doc_tokens)).astype(np.int64),
-                   (doc_keys % n_topics).astype(np.int32), doc_counts.astype(np.int64), keys, counts.astype(np.int64))
+    def of_sweep(cls, doc_tokens: np.ndarray, token_words: np.ndarray, token_topics: np.ndarray, n_topics: int,
+                 words: bool = True) -> PriorCounts:
+        """From each token's word id and topic, documents of doc_tokens[d] consecutive tokens; the
+        word counts only if `words` (else empty)."""
+        sizes, topics, counts = doc_topic_counts(np.asarray(doc_tokens, np.int64), token_topics, n_topics)
+        keys, word_counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if words:
+            keys, word_counts = np.unique(np.asarray(token_words, np.int64) * n_topics + token_topics,
+                                          return_counts=True)
+        return cls(sizes, topics, counts, keys, word_counts.astype(np.int64))
 
     @classmethod
     def merge(cls, parts: list["PriorCounts"]) -> "PriorCounts":

@@ -477,7 +477,7 @@ class Trainer:
         task = self.task
         if s.optimize_alpha or s.optimize_eta:
             task = replace(task, alpha=priors.current_alpha(s), eta=priors.eta,
-                           prior_counts=priors.updates_after(s, st.step + 1))
+                           prior_counts=priors.counts_needed(s) if priors.updates_after(s, st.step + 1) else ())
         with self.timer("freeze"):
             rows = TableRows.from_table(self.table, executor.words(work))
             if self.saved is not None:

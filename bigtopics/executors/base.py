@@ -35,14 +35,14 @@ from ..stats import StepResult
 class StepTask:
     """What every shard of a run's local steps needs besides its documents and rows: picklable
     and small. Learned priors (priors.py) change alpha and eta between minibatches, and ask
-    for the counts of a sweep (`prior_counts`) while they learn."""
+    for parts of the counts of a sweep (`prior_counts`: "documents", "words") for an update."""
 
     step: LocalStep
     alpha: float | np.ndarray
     eta: float
     seed: int
     shard_docs: int = 0
-    prior_counts: bool = False
+    prior_counts: tuple[str, ...] = ()
 
     def freeze(self, rows: TableRows) -> FrozenTopics:
         return rows.freeze(self.eta, self.step.beta_estimate)
@@ -50,7 +50,8 @@ class StepTask:
     def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, n_workers: int) -> StepResult:
         """The local step on `batch` with the topics `frozen`."""
         if self.prior_counts:
-            return self.step.run(batch, frozen, doc_seeds, alpha=self.alpha, n_workers=n_workers, prior_counts=True)
+            return self.step.run(batch, frozen, doc_seeds, alpha=self.alpha, n_workers=n_workers,
+                                 prior_counts=self.prior_counts)
         return self.step.run(batch, frozen, doc_seeds, alpha=self.alpha, n_workers=n_workers)
 
 

@@ -22,6 +22,22 @@ from numba import njit
 from .special import digamma
 
 
+# psi(n + a) - psi(a) = sum_{i < n} 1 / (a + i): for counts up to this, the sum (as MALLET's
+# learnParameters does), cheaper than two digammas; beyond it the digammas.
+DIRECT_SUM_BELOW = 16
+
+
+@njit(cache=True, inline="always")
+def digamma_step(n, a, psi_a):
+    """psi(n + a) - psi(a) for a count n >= 0, given psi_a = psi(a)."""
+    if n < DIRECT_SUM_BELOW:
+        s = 0.0
+        for i in range(n):
+            s += 1.0 / (a + i)
+        return s
+    return digamma(n + a) - psi_a
+
+
 @njit(cache=True)
 def alpha_sums(hist_items, hist_counts, hist_weights, lengths, length_weights, alpha):
     """(numerator[k], denominator) of the asymmetric iteration: hist_weights[j] draws have count
@@ -30,14 +46,17 @@ def alpha_sums(hist_items, hist_counts, hist_weights, lengths, length_weights, a
     total = 0.0
     for k in range(n_items):
         total += alpha[k]
+    psi_alpha = np.full(n_items, np.nan)  # psi(alpha_k), for the items counted only
     numerator = np.zeros(n_items)
     for j in range(hist_items.shape[0]):
         k = hist_items[j]
-        numerator[k] += hist_weights[j] * (digamma(hist_counts[j] + alpha[k]) - digamma(alpha[k]))
+        if hist_counts[j] >= DIRECT_SUM_BELOW and np.isnan(psi_alpha[k]):
+            psi_alpha[k] = digamma(alpha[k])
+        numerator[k] += hist_weights[j] * digamma_step(hist_counts[j], alpha[k], psi_alpha[k])
     denominator = 0.0
     psi_total = digamma(total)
     for j in range(lengths.shape[0]):
-        denominator += length_weights[j] * (digamma(lengths[j] + total) - psi_total)
+        denominator += length_weights[j] * digamma_step(lengths[j], total, psi_total)
     return numerator, denominator
 
 
@@ -48,11 +67,11 @@ def eta_sums(counts, weights, totals, total_weights, n_items, eta):
     psi_eta = digamma(eta)
     numerator = 0.0
     for j in range(counts.shape[0]):
-        numerator += weights[j] * (digamma(counts[j] + eta) - psi_eta)
+        numerator += weights[j] * digamma_step(counts[j], eta, psi_eta)
     psi_total = digamma(n_items * eta)
     denominator = 0.0
     for j in range(totals.shape[0]):
-        denominator += total_weights[j] * (digamma(totals[j] + n_items * eta) - psi_total)
+        denominator += total_weights[j] * digamma_step(totals[j], n_items * eta, psi_total)
     return numerator, n_items * denominator
 
 
@@ -89,3 +108,31 @@ def eta_fixed_point(counts, weights, totals, total_weights, n_items, eta, floor,
         if change < tolerance:
             break
     return eta
+
+
+@njit(cache=True)
+def doc_topic_counts(doc_tokens, token_topics, n_topics):
+    """Each document's topic counts from its tokens' topics (documents of doc_tokens[d]
+    consecutive tokens): (pairs per document, topics int32, counts int64), documents in order,
+    topics in the order first met."""
+    sizes = np.zeros(doc_tokens.shape[0], np.int64)
+    topics = np.empty(token_topics.shape[0], np.int32)
+    counts = np.empty(token_topics.shape[0], np.int64)
+    slot = np.full(n_topics, -1, np.int64)
+    n = 0
+    t = 0
+    for d in range(doc_tokens.shape[0]):
+        first = n
+        for _ in range(doc_tokens[d]):
+            k = token_topics[t]
+            t += 1
+            if slot[k] < 0:
+                slot[k] = n
+                topics[n] = k
+                counts[n] = 0
+                n += 1
+            counts[slot[k]] += 1
+        for j in range(first, n):
+            slot[topics[j]] = -1
+        sizes[d] = n - first
+    return sizes, topics[:n].copy(), counts[:n].copy()

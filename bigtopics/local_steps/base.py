@@ -65,9 +65,9 @@ class LocalStep(ABC):
 
     @property
     def learns_alpha(self) -> bool:
-        """Whether the step's `run` takes `prior_counts=True`, to return the counts of a sweep
-        (StepResult.prior_counts), and an asymmetric alpha (one value per topic), as learning
-        alpha needs (priors.py)."""
+        """Whether the step's `run` takes `prior_counts` (the parts wanted: "documents", "words"),
+        to return the counts of a sweep (StepResult.prior_counts), and an asymmetric alpha (one
+        value per topic), as learning alpha needs (priors.py)."""
         return False
 
     def describe(self) -> str:

@@ -91,7 +91,7 @@ class GibbsStep(LocalStep):
         return f"--local-step gibbs --sampler {self.sampler}"
 
     def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
-            n_workers: int, prior_counts: bool = False) -> StepResult:
+            n_workers: int, prior_counts: tuple[str, ...] = ()) -> StepResult:
         tallies = gibbs_sample(batch, frozen, doc_seeds, alpha=alpha, burnin=self.burnin, samples=self.samples,
                                sampler=self.sampler, mh_steps=self.mh_steps, n_workers=n_workers)
         words, topics, counts = merge_pairs(tallies.words, tallies.topics, tallies.counts, tallies.starts,
@@ -103,7 +103,7 @@ class GibbsStep(LocalStep):
             store_last_sweep(tallies.assignments, token_starts, self.samples, last_sweep, token_starts[:-1])
             if prior_counts:
                 counted = PriorCounts.of_sweep(np.diff(token_starts), np.repeat(batch.words, batch.counts),
-                                               last_sweep, frozen.n_topics)
+                                               last_sweep, frozen.n_topics, words="words" in prior_counts)
         return StepResult(frozen.words[words], topics, counts.astype(np.float64), self.samples,
                           last_sweep if self.exclude_own else None, counted)
 

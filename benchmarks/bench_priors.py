@@ -1,0 +1,162 @@
+"""Learned priors (issue 25): held-out scores and coherence with and without them, against
+tomotopy with its default optim_interval=10 and with 0, at equal wall time.
+
+    python benchmarks/bench_priors.py -k 100 -k 1000 --seconds 60
+    python benchmarks/bench_priors.py --update-cost -k 2000
+
+Every system trains in this process on the training store of benchmarks/peers.py's split (the
+same held-out documents as bench_peers.py) until --seconds of training have passed, checked after
+each minibatch (bigtopics) or Gibbs sweep (tomotopy); then its topics p(w|k) and its own prior
+(alpha_k, learned or not) are scored by the one evaluator: left-to-right (no resampling) and
+document completion log-likelihood per held-out token, and mean UMass coherence of the top 10
+words on the training store. Systems:
+
+  bigtopics          its defaults (alpha 5/K, eta 0.01, fixed)
+  bigtopics-alpha    --optimize-alpha
+  bigtopics-learned  --optimize-alpha --optimize-eta
+  tomotopy           tp.LDAModel defaults (alpha 0.1, eta 0.01), optim_interval=10 (its default)
+  tomotopy-fixed     the same with optim_interval=0
+
+--update-cost trains bigtopics with learned priors for --seconds and reports the time the
+updates took (the trainer's "priors" phase, which also builds the sweep's counts) against the
+time per minibatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import peers
+from systems import compile_kernels, read_peer_corpus
+
+from bigtopics.diagnostics import umass_coherence
+from bigtopics.heldout import heldout_loglik
+from bigtopics.settings import TrainSettings
+from bigtopics.store import open_store
+from bigtopics.trainer import Trainer
+from bigtopics.workers import thread_count
+
+REUTERS = Path("/work/shared/corpora/reuters21578/docs.jsonl.gz")
+SYSTEMS = ("bigtopics", "bigtopics-alpha", "bigtopics-learned", "tomotopy", "tomotopy-fixed")
+LEARNED = {"optimize_alpha": True, "optimize_eta": True}
+BIGTOPICS_OPTIONS = {"bigtopics": {}, "bigtopics-alpha": {"optimize_alpha": True}, "bigtopics-learned": LEARNED}
+
+
+def train_bigtopics(train_store, work: Path, k: int, seconds: float, options: dict, seed: int):
+    """(topic rows p(w|k), alpha, eta, seconds, minibatches, trainer) after `seconds` of training."""
+    settings = TrainSettings(n_topics=k, seed=seed, epochs=1_000_000, **options)
+    compile_kernels(train_store, settings)
+    trainer = Trainer(train_store, work / f"run-{k}-{'-'.join(options) or 'fixed'}", settings, quiet=True)
+    trainer.start(overwrite=True)
+    start, epoch = time.perf_counter(), 0
+    while time.perf_counter() - start < seconds:
+        for work_item in trainer.minibatches(epoch):
+            trainer.step(work_item)
+            if time.perf_counter() - start >= seconds:
+                break
+        epoch += 1
+    elapsed = time.perf_counter() - start
+    table = trainer.table
+    eta = trainer.priors.eta
+    indptr, topics, values = table.to_csr()
+    p = np.full((k, table.n_words), eta)
+    p[topics, np.repeat(np.arange(table.n_words), np.diff(indptr))] += values
+    p /= table.n_words * eta + table.topic_totals()[:, None]
+    trainer.executor.close()
+    return p, trainer.priors.current_alpha(settings), eta, elapsed, trainer.state.step, trainer
+
+
+def train_tomotopy(train_store, k: int, seconds: float, optim_interval: int, seed: int):
+    """(p(w|k), alpha, eta, seconds, sweeps): tp.LDAModel at its defaults, train(1) per sweep."""
+    import tomotopy as tp
+
+    indptr, words, counts, vocab = read_peer_corpus(peers.peer_corpus(train_store))
+    vocab = np.asarray(vocab, dtype=object)
+    model = tp.LDAModel(k=k, seed=seed)  # its defaults: alpha 0.1, eta 0.01
+    model.optim_interval = optim_interval
+    for a, b in zip(indptr[:-1], indptr[1:]):
+        model.add_doc(np.repeat(vocab[words[a:b]], counts[a:b]).tolist())
+    start, sweeps = time.perf_counter(), 0
+    while time.perf_counter() - start < seconds:
+        model.train(1, workers=0)
+        sweeps += 1
+    elapsed = time.perf_counter() - start
+    word_id = {w: i for i, w in enumerate(vocab)}
+    columns = np.array([word_id[w] for w in model.used_vocabs], np.int64)
+    p = np.zeros((k, len(vocab)))
+    for topic in range(k):
+        p[topic, columns] = model.get_topic_word_dist(topic)
+    return p / p.sum(axis=1, keepdims=True), np.asarray(model.alpha, np.float64), float(model.eta), elapsed, sweeps
+
+
+def score(p, alpha, heldout, train_store, seed: int) -> dict:
+    source = peers.DenseTopics(p)
+    out = {}
+    for method in ("left-to-right", "completion"):
+        total, tokens = heldout_loglik(source, heldout, alpha=alpha, eta=peers.EVAL_ETA, seed=seed, method=method,
+                                       particles=5, resample=False, n_workers=thread_count(0))
+        out[method] = total / max(tokens, 1)
+    coherence, _ = umass_coherence(open_store(train_store), peers.top_words(p, 10))
+    out["coherence"] = float(coherence.mean())
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-k", "--topics", type=int, action="append", required=True)
+    parser.add_argument("--seconds", type=float, default=60.0, help="training wall time per system")
+    parser.add_argument("--corpus", default=str(REUTERS))
+    parser.add_argument("--section-tokens", type=int, default=0, help="cut documents into sections (books)")
+    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bigtopics-bench"))
+    parser.add_argument("--heldout-docs", type=int, default=1000)
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--update-cost", action="store_true", help="measure the cost of the updates only")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", help="append the results as JSON lines here")
+    args = parser.parse_args()
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    store = peers.ensure_store(Path(args.corpus), cache, args.section_tokens)
+    train_store, heldout_path = peers.prepare_split(store, args.heldout_docs, args.seed, cache)
+    heldout, _ = peers.load_heldout(heldout_path)
+    work = Path(tempfile.mkdtemp(prefix="priors-", dir=cache))
+    for k in args.topics:
+        if args.update_cost:
+            *_, seconds, steps, trainer = train_bigtopics(train_store, work, k, args.seconds, LEARNED, args.seed)
+            phases = trainer.phase_seconds
+            minibatch = sum(v for name, v in phases.items() if name != "priors") / steps
+            print(f"K={k}: {steps} minibatches in {seconds:.1f} s, {minibatch * 1000:.0f} ms each without the "
+                  f"updates; updates {phases.get('priors', 0) / steps * 1000:.1f} ms a minibatch "
+                  f"({phases.get('priors', 0) / steps / minibatch:.2%})", flush=True)
+            continue
+        for name in args.systems.split(","):
+            if name.startswith("bigtopics"):
+                p, alpha, eta, seconds, steps, _ = train_bigtopics(train_store, work, k, args.seconds,
+                                                                   BIGTOPICS_OPTIONS[name], args.seed)
+                unit = "minibatches"
+            else:
+                p, alpha, eta, seconds, steps = train_tomotopy(train_store, k, args.seconds,
+                                                               0 if name.endswith("fixed") else 10, args.seed)
+                unit = "sweeps"
+            result = {"system": name, "k": k, "seconds": round(seconds, 1), unit: steps,
+                      "alpha_sum": float(np.sum(np.broadcast_to(alpha, (k,)))), "eta": eta,
+                      **score(p, alpha, heldout, train_store, args.seed),
+                      "corpus": Path(args.corpus).parent.name, "machine": platform.node()}
+            print(json.dumps(result), flush=True)
+            if args.output:
+                with open(args.output, "a") as f:
+                    f.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
