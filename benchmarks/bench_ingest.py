@@ -10,6 +10,16 @@ memory does not grow with the input.
     python benchmarks/bench_ingest.py --corpus X.jsonl.gz --replicate 3 --workers 2
     python benchmarks/bench_ingest.py --ocr-docs 400000,1200000    # OCR-like corpora (issue 24)
 
+    python benchmarks/bench_ingest.py --files DIR                  # a folder of many small files
+
+    python benchmarks/bench_ingest.py --kill-trials 10 --corpus X.jsonl.gz  # kill -9 and rerun
+
+`--kill-trials N` runs `bigtopics ingest` on the corpus once through, then N times killed with
+SIGKILL at a random moment (seeded) and run again, and counts the stores identical to the first
+and the worker processes left running after the kills.
+`--files` measures, each in a fresh process, listing a folder (counting its files and bytes, as
+ingest does first) and ingesting it: time and peak RSS (make one with
+`tools/ocr_corpus.py DIR --layout tree --docs 1000000`).
 `--ocr-docs` generates OCR-like corpora with tools/ocr_corpus.py (60 Zipfian words and 40 junk
 strings a document; kept in --cache) and measures bigtopics alone on each: time, MB/s of text,
 peak RSS of the largest process, distinct strings, vocabulary runs and the time of each phase.
@@ -109,7 +119,64 @@ def run_gensim(path: Path, workers: int) -> dict:
     return {"tokens": None, "docs": matrix.shape[0], "words": matrix.shape[1]}
 
 
-RUNNERS = {"bigtopics": run_bigtopics, "sklearn": run_sklearn, "gensim": run_gensim}
+def run_listing(path: Path, workers: int) -> dict:
+    from bigtopics.readers import FormatOptions, InputReader
+
+    reader = InputReader([path], FormatOptions(), unit_bytes=1 << 20)
+    return {"files": reader.n_files, "bytes": reader.total_bytes}
+
+
+def store_digest(path: Path) -> str:
+    """sha256 of a store's vocabulary, counts, document ids and rows (tests/test_ingest_scale.py)."""
+    import hashlib
+
+    import numpy as np
+
+    from bigtopics import open_store
+
+    store, h = open_store(path), hashlib.sha256()
+    h.update("\n".join(map(str, store.vocab)).encode())
+    h.update("\n".join(map(str, store.doc_ids())).encode())
+    block = store.read_docs(0, store.n_docs)
+    for a in (store.term_counts, store.doc_freqs, block.indptr, block.indices, block.data):
+        h.update(np.asarray(a, np.int64).tobytes())
+    return h.hexdigest()
+
+
+def kill_trials(corpus: Path, n_trials: int, workers: int, seed: int = 0) -> None:
+    import random
+    import shutil
+    import signal
+
+    import psutil
+
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(dir=corpus.parent) as tmp:
+        out = Path(tmp) / "s.zarr"
+        command = [sys.executable, "-m", "bigtopics.cli", "ingest", str(corpus), "-o", str(out), "--quiet",
+                   "--workers", str(workers), "--memory-limit", "64M"]
+        start = time.perf_counter()
+        subprocess.run(command, check=True)
+        full, reference = time.perf_counter() - start, store_digest(out)
+        same = orphans = 0
+        for trial in range(n_trials):
+            shutil.rmtree(out)
+            at = rng.uniform(0.05, 0.95) * full
+            proc = subprocess.Popen(command)
+            time.sleep(at)
+            children = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            orphans += len(psutil.wait_procs(children, timeout=10)[1])
+            if not out.exists():
+                subprocess.run(command, check=True)
+            same += store_digest(out) == reference
+            print(f"trial {trial + 1}: killed after {at:.1f} s of {full:.1f}; same store: "
+                  f"{store_digest(out) == reference}", flush=True)
+        print(f"{same} of {n_trials} reruns gave the same store, bit for bit; {orphans} workers left running")
+
+
+RUNNERS = {"bigtopics": run_bigtopics, "sklearn": run_sklearn, "gensim": run_gensim, "listing": run_listing}
 
 
 def measure(name: str, path: Path, workers: int) -> dict:
@@ -147,11 +214,23 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0, help="bigtopics workers (default: all cores)")
     ap.add_argument("--peers", default="sklearn,gensim", help="comma-separated; empty for none")
     ap.add_argument("--replicate", type=int, default=10, help="input growth for the peak-RSS check (0: skip)")
+    ap.add_argument("--kill-trials", type=int, default=0, help="kill -9 and rerun this many times (--corpus)")
+    ap.add_argument("--files", type=Path, help="a folder of many files: measure listing and ingesting it")
     ap.add_argument("--ocr-docs", help="comma-separated corpus sizes: measure OCR-like corpora instead")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bigtopics-ocr",
                     help="where --ocr-docs corpora are kept")
     ap.add_argument("--run-one", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.kill_trials:
+        kill_trials(args.corpus[0], args.kill_trials, args.workers or 2)
+        return
+    if args.files:
+        listed, ingested = measure("listing", args.files, args.workers), measure("bigtopics", args.files, args.workers)
+        print(f"{args.files}: {listed['files']:,} files, {listed['bytes'] / 1e6:,.0f} MB")
+        print(f"listing: {listed['seconds']:.1f} s, peak RSS {listed['peak_rss'] / 2**20:.0f} MB")
+        print(f"ingest: {ingested['seconds']:.1f} s, peak RSS {ingested['peak_rss'] / 2**20:.0f} MB, "
+              f"{ingested['docs']:,} documents; " + ", ".join(f"{k} {v:.0f} s" for k, v in ingested["phases"].items()))
+        return
     if args.ocr_docs:
         args.cache.mkdir(parents=True, exist_ok=True)
         ocr_table([int(n) for n in args.ocr_docs.split(",")], args.cache, args.workers)

@@ -20,7 +20,9 @@ One tokenizing pass, parallel over worker processes; memory is bounded by a budg
    id, drop documents left empty, and append to a StoreWriter, which publishes atomically.
    (write.py)
 
-The store does not depend on the number of workers, the unit size or the memory budget. `ingest()` (pipeline.py)
+The store does not depend on the number of workers, the unit size or the memory budget, nor on
+whether the ingest was interrupted and resumed: the spills of a local store's ingest are kept in a
+hidden sibling folder that a rerun of the same command checks and continues from (resume.py). `ingest()` (pipeline.py)
 runs the three steps and returns an IngestReport (report.py); `describe_store` (describe.py) is
 `bigtopics info` on a store.
 """
