@@ -210,6 +210,27 @@ def test_pages_in_chromium(built, browser, tmp_path):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000
 
 
+def test_pages_from_a_web_server(built, browser, tmp_path):
+    """The same folder served over HTTP (Python's http.server) works as from file://."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    run, _, out, _ = built
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(out))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        found = render_in_browser(f"{base}/index.html#q=baskervilles", tmp_path / "served.png")
+        assert "The Hound of the Baskervilles" in re.search(r'<ul id="title-results">(.*?)</ul>', found,
+                                                            re.DOTALL).group(1)
+        topic = render_in_browser(f"{base}/topic.html#k=1", tmp_path / "served-topic.png")
+        assert all(w in topic for w, _ in load_model(run).top_words(1, 30))
+    finally:
+        server.shutdown()
+
+
 @pytest.mark.slow
 def test_a_library_of_100k_sections(browser, tmp_path):
     """benchmarks/bench_site.py's library: 2,000 books cut into about 100,000 sections, ingested,

@@ -95,7 +95,7 @@ class CsvFile:
 
     def __init__(self, path: Path, header: list[str]):
         self.handle = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115 (closed by close())
-        self.writer = csv.writer(self.handle)
+        self.writer = csv.writer(self.handle, lineterminator="\n")
         self.writer.writerow(header)
 
     def rows(self, rows) -> None:
@@ -105,8 +105,21 @@ class CsvFile:
         self.handle.close()
 
 
+def _significant(values: np.ndarray, digits: int = 4) -> np.ndarray:
+    """values rounded to `digits` significant digits."""
+    values = np.asarray(values, np.float64)
+    scale = 10.0 ** (digits - 1 - np.floor(np.log10(np.where(values == 0, 1.0, np.abs(values)))))
+    return np.round(values * scale) / scale
+
+
 def _pairs(topics: np.ndarray, weights: np.ndarray) -> list:
-    return [[int(k), _round(w)] for k, w in zip(topics.tolist(), weights.tolist())]
+    """[[topic, weight]], weights to 4 significant digits."""
+    return list(zip(topics.tolist(), _significant(weights).tolist()))  # (json writes a tuple as a list)
+
+
+def _csv_field(text: str) -> str:
+    """One CSV field as the csv module writes it (quoted when it must be)."""
+    return '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\r\n') else text
 
 
 def build_site(run, output, *, doc_topics, store=None, n_words: int = 30, n_books: int = 25, n_sections: int = 5,
@@ -170,10 +183,13 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
                                    "topics": _pairs(s.topics, s.weights)} for s in book.sections]
         books.add(record, len(book.sections))
         titles.add([book.number, book.title, book.id])
-        for s in book.sections:
-            doc_csv.rows([s.doc, s.id, book.id, int(k), f"{w:.6g}"] for k, w in zip(s.topics.tolist(), s.weights.tolist()))
-        book_csv.rows([book.number, book.id, book.title, book.tokens, int(k), f"{w:.6g}"]
-                      for k, w in zip(topics.tolist(), weights.tolist()))
+        book_id = _csv_field(book.id)
+        for s in book.sections:  # (by hand: csv.writer's per-field checks cost more than the rest of the build)
+            head = f"{s.doc},{_csv_field(s.id)},{book_id},"
+            doc_csv.handle.write("".join(f"{head}{k},{w}\n" for k, w in zip(s.topics.tolist(),
+                                                                          np.round(s.weights, 6).tolist())))
+        book_csv.rows([book.number, book.id, book.title, book.tokens, k, w]
+                      for k, w in zip(topics.tolist(), np.round(weights, 6).tolist()))
 
     try:
         with Progress("site", total=store.n_docs, unit="docs", quiet=quiet) as progress:
@@ -191,7 +207,7 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
         "run": run.name, "n_topics": K, "n_words": model.n_words, "alpha": alpha_attribute(model.alpha),
         "eta": model.eta,
         "n_docs": store.n_docs, "n_books": n_book_total, "sectioned": sectioned,
-        "progress": model.attrs.get("progress") or {}, "topics": topics,
+        "progress": model.attrs.get("progress") or {}, "topics": topics, "epochs": _epochs(model, store.n_docs),
         "fields": [{"name": name, "numeric": r["numeric"], "n_values": len(r["values"])} for name, r in fields.items()],
         "book_shards": books.starts, "title_shards": len(titles.starts), "training": training,
         "heldout": _heldout(run, model),
@@ -233,6 +249,12 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
     (folder / "data" / "fields.js").write_bytes(_js("fields", {name: {"values": r["values"], "tokens": r["tokens"]}
                                                                  for name, r in fields.items()}))
     return summaries
+
+
+def _epochs(model, n_docs: int) -> float:
+    """Passes over the training documents so far: document visits over the documents not held out."""
+    visits = (model.attrs.get("progress") or {}).get("docs_seen", 0)
+    return visits / max(n_docs - (model.attrs.get("settings") or {}).get("heldout", 0), 1)
 
 
 def _file_name(name: str) -> str:

@@ -56,20 +56,29 @@ class Book:
     meta: dict
     sections: list[Section] = field(default_factory=list)
 
-    @property
-    def tokens(self) -> int:
-        return sum(s.tokens for s in self.sections)
+    tokens: int = 0
+
+    def add(self, section: Section) -> None:
+        self.sections.append(section)
+        self.tokens += section.tokens
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every section's topics as flat arrays: (section's position in the book, topic, weight)."""
+        sizes = [len(s.topics) for s in self.sections]
+        position = np.repeat(np.arange(len(self.sections)), sizes)
+        return position, np.concatenate([s.topics for s in self.sections]), np.concatenate(
+            [s.weights for s in self.sections])
 
     def topics(self) -> tuple[np.ndarray, np.ndarray]:
         """(topic ids, theta[b, k]) by decreasing weight (ties: lower id first)."""
-        topics = np.concatenate([s.topics for s in self.sections])
-        mass = np.concatenate([s.weights * s.tokens for s in self.sections])
+        position, topics, weights = self.entries()
         if not len(topics):
-            return topics.astype(np.int64), mass.astype(np.float64)
+            return topics.astype(np.int64), weights.astype(np.float64)
+        lengths = np.array([s.tokens for s in self.sections], np.float64)
         ids, inverse = np.unique(topics, return_inverse=True)
-        weights = np.bincount(inverse, weights=mass) / max(self.tokens, 1)
-        order = np.lexsort((ids, -weights))
-        return ids[order], weights[order]
+        theta = np.bincount(inverse, weights=weights * lengths[position]) / max(self.tokens, 1)
+        order = np.lexsort((ids, -theta))
+        return ids[order], theta[order]
 
 
 class FieldTally:
@@ -145,20 +154,20 @@ class TopBooks:
         self.best: list[list[tuple[float, int, dict]]] = [[] for _ in range(n_topics)]
 
     def add(self, book: Book, topics: np.ndarray, weights: np.ndarray) -> None:
+        entries = None
         for k, w in zip(topics.tolist(), weights.tolist()):
             best = self.best[k]
             if len(best) >= self.n_books and (w, -book.number) <= (best[-1][0], -best[-1][1]):
                 continue
-            sections = []
-            for s in book.sections:
-                hit = np.flatnonzero(s.topics == k)
-                if len(hit):
-                    sections.append((float(s.weights[hit[0]]), s))
-            sections.sort(key=lambda pair: (-pair[0], pair[1].doc))
+            if entries is None:
+                entries = book.entries()
+            position, entry_topics, entry_weights = entries
+            hits = np.flatnonzero(entry_topics == k)
+            hits = hits[np.lexsort((position[hits], -entry_weights[hits]))][: self.n_sections]
             entry = {"book": book.number, "id": book.id, "title": book.title, "weight": w, "tokens": book.tokens,
                      "n_sections": len(book.sections),
-                     "sections": [{"doc": s.doc, "id": s.id, "index": s.index, "weight": sw}
-                                  for sw, s in sections[: self.n_sections]]}
+                     "sections": [{"doc": s.doc, "id": s.id, "index": s.index, "weight": float(entry_weights[h])}
+                                  for h in hits.tolist() for s in (book.sections[position[h]],)]}
             best.append((w, book.number, entry))
             best.sort(key=lambda item: (-item[0], item[1]))
             del best[self.n_books:]
@@ -202,9 +211,8 @@ def stream_books(store: Store, dt: DocTopics, on_book, tallies: dict[str, FieldT
                                                          if f not in ("section_index",) + NAME_FIELDS})
                 n_books += 1
             a, b = indptr[i], indptr[i + 1]
-            current.sections.append(Section(first + i, str(ids[i]),
-                                            int(section_index[i]) if section_index is not None else 0,
-                                            int(lengths[i]), topics[a:b], weights[a:b]))
+            current.add(Section(first + i, str(ids[i]), int(section_index[i]) if section_index is not None else 0,
+                                int(lengths[i]), topics[a:b], weights[a:b]))
         if progress is not None:
             progress.update(len(lengths))
     if current is not None:
