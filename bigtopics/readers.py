@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+import numpy as np
+
 from .listing import input_files, overlapping_inputs, read_file_list
 
 FORMATS = ("txt", "lines", "jsonl", "tsv", "bow-jsonl")
@@ -60,13 +62,15 @@ class FormatOptions:
 
 @dataclass
 class Unit:
-    """A piece of input a worker tokenizes on its own: whole lines of one file, or one file."""
+    """A piece of input a worker tokenizes on its own: whole lines of one file, or whole `txt`
+    files (as many as make about a unit's bytes: a million small files are not a million units)."""
 
     seq: int
-    path: str  # as shown in errors and ids: relative to the input root
+    path: str  # as shown in errors and ids: relative to the input root (txt: the first file's)
     format: str
     data: bytes
     first_line: int  # line number of data's first line (1-based)
+    files: list[tuple[str, int, int]] | None = None  # txt: (name, start, stop) of each file in data
 
 
 @dataclass
@@ -190,6 +194,7 @@ class InputReader:
             if name not in reported:
                 self._problem(name, reason, error)
 
+        files, files_bytes = [], 0  # txt files waiting to fill a unit
         for path, name in self._listing(problem):
             fmt = format_of(path, self.options.format)
             done_before = self.bytes_read
@@ -203,13 +208,25 @@ class InputReader:
             try:
                 with stream:
                     for data, first_line in self._pieces(stream, raw, fmt, name, done_before):
-                        yield Unit(seq, name, fmt, data, first_line)
-                        seq += 1
                         n_units += 1
+                        if fmt == "txt":
+                            files.append((name, data))
+                            files_bytes += len(data)
+                            if files_bytes < self.unit_bytes:
+                                continue
+                        if files:
+                            yield _txt_unit(seq, files)
+                            seq += 1
+                            files, files_bytes = [], 0
+                        if fmt != "txt":
+                            yield Unit(seq, name, fmt, data, first_line)
+                            seq += 1
             except DECOMPRESSION_ERRORS as e:
                 kept = "the documents before the damage are kept" if n_units else "nothing of it is kept"
                 self._problem(name, f"cannot be read to the end, truncated or corrupt ({e}); {kept}", True)
             self.bytes_read = done_before + size
+        if files:
+            yield _txt_unit(seq, files)
 
     def _pieces(self, stream, raw, fmt: str, name: str, done_before: int) -> Iterator[tuple[bytes, int]]:
         head = stream.read(BINARY_SNIFF_BYTES)
@@ -251,6 +268,12 @@ class InputReader:
                 return
 
 
+def _txt_unit(seq: int, files: list[tuple[str, bytes]]) -> Unit:
+    stops = np.cumsum([len(data) for _, data in files]).tolist()
+    bounds = [(name, stop - len(data), stop) for (name, data), stop in zip(files, stops)]
+    return Unit(seq, files[0][0], "txt", b"".join(data for _, data in files), 1, bounds)
+
+
 # -- parsing (in the workers) -------------------------------------------------------------
 def decode(data: bytes, stats: Counter, what: str) -> str | bytes:
     """ASCII stays bytes (the tokenizer's fast path); invalid UTF-8 is replaced and counted."""
@@ -267,7 +290,7 @@ def parse_unit(unit: Unit, options: FormatOptions, stats: Counter) -> list[Recor
     """The records in a unit; counts problems in stats, raises InputError on a bad line
     unless options.skip_bad."""
     if unit.format == "txt":
-        return [Record(unit.path, text=decode(unit.data, stats, "invalid_utf8_docs"))]
+        return [Record(name, text=decode(unit.data[a:b], stats, "invalid_utf8_docs")) for name, a, b in unit.files]
     lines = unit.data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()

@@ -125,3 +125,14 @@ def test_a_file_list_names_documents_by_their_listed_paths(tmp_path, monkeypatch
     assert open_store(tmp_path / "s.zarr").settings["files_from"] == "list.txt"
     with pytest.raises(InputError, match="either input paths or --files-from"):
         run([tmp_path / "x"], tmp_path / "t.zarr", files_from="list.txt")
+
+
+def test_small_files_share_work_units_and_keep_their_ids(tmp_path):
+    names = [f"{i // 100:02d}/{i % 100 // 10}/doc-{i}.txt" for i in range(300)]
+    for i, name in enumerate(names):
+        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / name).write_text(f"whale w{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}x")
+    units = list(InputReader([tmp_path / "in"], FormatOptions(), unit_bytes=1 << 10).units())
+    assert 1 < len(units) < 30 and [f for u in units for f, _, _ in u.files] == sorted(names)
+    run(tmp_path / "in", tmp_path / "s.zarr")
+    assert list(open_store(tmp_path / "s.zarr").doc_ids()) == sorted(names)
