@@ -417,11 +417,13 @@ def topics(run, n_words, sort):
 @click.option("--overwrite", is_flag=True, help="Replace an existing file that is not an earlier evaluation.")
 @click.option("--seed", "--random-seed", "seed", type=int, default=0, show_default=True, help="In [0, 2**63).")
 @click.option("--workers", "--num-threads", "workers", type=int, default=0, help="Threads (default: all cores).")
+@click.option("--cluster", help="Infer the sampled and held-out documents on a Dask LocalCluster started here: local:N.")
+@click.option("--scheduler", help="Infer them on a running Dask cluster: the scheduler's address.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @storage_options_option
 @user_errors
 def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_resample, doc_topics, top_words,
-             prominence, sample_docs, output, overwrite, seed, workers, quiet, storage_options):
+             prominence, sample_docs, output, overwrite, seed, workers, cluster, scheduler, quiet, storage_options):
     """Topic diagnostics of RUN (coherence, size, entropy, document shares) and held-out scores."""
     from .evaluate import METHODS, evaluate as run_evaluate, format_table
 
@@ -429,7 +431,8 @@ def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_res
                           heldout_docs=heldout_docs, methods=methods or METHODS, particles=particles,
                           resample=not no_resample, top_n=top_words, prominence_threshold=prominence,
                           sample_docs=sample_docs, seed=seed, workers=workers, quiet=quiet,
-                          storage_options=storage_options, overwrite=overwrite)
+                          storage_options=storage_options, overwrite=overwrite, cluster=cluster,
+                          scheduler=scheduler)
     click.echo(format_table(result))
     if not quiet:
         click.echo(f"written: {result['output']}", err=True)

@@ -123,25 +123,35 @@ def prominence(doc_topics_blocks, n_topics: int, threshold: float) -> tuple[np.n
     return top, prominent, n_docs
 
 
-def sampled_doc_topics(model: Model, store: Store, n_docs: int, seed: int, n_workers: int = 1):
-    """Inferred proportions of about n_docs documents of whole blocks chosen at random."""
+def sampled_doc_topics(model: Model, store: Store, n_docs: int, seed: int, n_workers: int = 1, client=None):
+    """Inferred proportions of about n_docs documents of whole blocks chosen at random (on the
+    workers of a Dask `client`, if given: the same proportions, in the order they finish)."""
     rng = np.random.default_rng(seed)
-    taken = 0
     step = min(store.docs_per_block, max(1, n_docs))
+    ranges, taken = [], 0
     for start in rng.permutation(np.arange(0, store.n_docs, step)):
         if taken >= n_docs:
-            return
-        block = store.read_docs(start, min(start + step, start + n_docs - taken))
-        result = infer_block(model, block, InferSettings(seed=seed), n_workers)
-        taken += block.n_docs
-        yield block.start, result["indptr"], result["indices"].astype(np.int64), result["data"], result["doc_lengths"]
+            break
+        stop = min(start + step, start + n_docs - taken, store.n_docs)
+        ranges.append((int(start), int(stop)))
+        taken += stop - start
+    if client is None:
+        results = ((start, infer_block(model, store.read_docs(start, stop), InferSettings(seed=seed), n_workers))
+                   for start, stop in ranges)
+    else:
+        from .executors.cluster import infer_parts
+
+        results = infer_parts(client, model, store, ranges, InferSettings(seed=seed))
+    for start, result in results:
+        yield start, result["indptr"], result["indices"].astype(np.int64), result["data"], result["doc_lengths"]
 
 
 def topic_diagnostics(model: Model, store: Store | None = None, doc_topics: DocTopics | None = None, *,
                       top_n: int = 10, prominence_threshold: float = 0.1, sample_docs: int = 2000, seed: int = 0,
-                      n_workers: int = 1, quiet: bool = True) -> list[dict]:
+                      n_workers: int = 1, quiet: bool = True, client=None) -> list[dict]:
     """One record per topic: top words, tokens, share, entropy, stored words, and (with a store)
-    UMass coherence and (with doc_topics or a store) the document shares."""
+    UMass coherence and (with doc_topics or a store) the document shares (the sampled documents'
+    topics inferred on the workers of a Dask `client`, if given)."""
     totals = model.topic_totals()
     top = np.stack([top_word_ids(model, k, top_n) for k in range(model.n_topics)])
     records = []
@@ -162,7 +172,7 @@ def topic_diagnostics(model: Model, store: Store | None = None, doc_topics: DocT
     if doc_topics is not None:
         blocks, source = doc_topics.iter_blocks(), doc_topics.location
     elif store is not None:
-        blocks, source = sampled_doc_topics(model, store, sample_docs, seed, n_workers), "sample"
+        blocks, source = sampled_doc_topics(model, store, sample_docs, seed, n_workers, client), "sample"
     if blocks is not None:
         top_docs, prominent_docs, n_docs = prominence(blocks, model.n_topics, prominence_threshold)
         for k, record in enumerate(records):

@@ -16,6 +16,7 @@ import numpy as np
 
 from .atomic import atomic_write_bytes
 from .diagnostics import topic_diagnostics
+from .executors.cluster import connected
 from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
 from .model import Model, alpha_attribute, load_model
@@ -72,12 +73,15 @@ def evaluation_path(run) -> Path:
 def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=None, heldout_docs: int = 1000,
              methods=METHODS, particles: int = 10, resample: bool = True, top_n: int = 10,
              prominence_threshold: float = 0.1, sample_docs: int = 2000, seed: int = 0, workers: int = 0,
-             quiet: bool = False, storage_options: dict | None = None, overwrite: bool = False) -> dict:
+             quiet: bool = False, storage_options: dict | None = None, overwrite: bool = False,
+             cluster: str | None = None, scheduler: str | None = None) -> dict:
     """Diagnostics (and held-out scores with a held-out store) of a run; written as JSON to
     `output` (default <run>/evaluation.json). The stores and doc_topics may be local paths or URLs
     (`storage_options` for them, bigtopics/outputs.py); the output is a local file, which replaces
     an earlier evaluation but any other existing file only with `overwrite` (and never a file
-    inside a store or model, nor a run's own files)."""
+    inside a store or model, nor a run's own files). With `cluster` ("local:N") or `scheduler`
+    (an address) the inference of the sampled documents and of the held-out ones runs on a Dask
+    cluster, with the same result."""
     validate_options(heldout_docs=heldout_docs, methods=methods, particles=particles, top_n=top_n,
                      prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed, workers=workers)
     output = Path(output) if output else evaluation_path(run)
@@ -90,17 +94,18 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
               "model": str(model.path), "scored_model": model_state(model), "n_topics": model.n_topics,
               "n_words": model.n_words, "alpha": alpha_attribute(model.alpha), "eta": model.eta, "top_words": top_n,
               "prominence_threshold": prominence_threshold, "store": str(store) if store else None}
-    result["topics"] = topic_diagnostics(
-        model, open_store(store, storage_options) if store else None,
-        DocTopics(doc_topics, storage_options) if doc_topics else None,
-        top_n=top_n, prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed,
-        n_workers=n_workers, quiet=quiet)
-    held_out_of_training = _run_heldout_documents(run, store, storage_options)
-    if heldout_store is not None or (store and held_out_of_training is not None):
-        result["heldout"] = heldout_scores(
-            model, open_store(heldout_store or store, storage_options), max_docs=heldout_docs, seed=seed, methods=methods,
-            particles=particles, resample=resample, n_workers=n_workers, quiet=quiet,
-            doc_numbers=None if heldout_store is not None else held_out_of_training)
+    with connected(cluster, scheduler) as client:
+        result["topics"] = topic_diagnostics(
+            model, open_store(store, storage_options) if store else None,
+            DocTopics(doc_topics, storage_options) if doc_topics else None,
+            top_n=top_n, prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed,
+            n_workers=n_workers, quiet=quiet, client=client)
+        held_out_of_training = _run_heldout_documents(run, store, storage_options)
+        if heldout_store is not None or (store and held_out_of_training is not None):
+            result["heldout"] = heldout_scores(
+                model, open_store(heldout_store or store, storage_options), max_docs=heldout_docs, seed=seed,
+                methods=methods, particles=particles, resample=resample, n_workers=n_workers, quiet=quiet,
+                doc_numbers=None if heldout_store is not None else held_out_of_training, client=client)
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(output, json.dumps(result, indent=2).encode())
     result["output"] = str(output)

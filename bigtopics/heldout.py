@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from .frozen import frozen_point_estimates
-from .infer import block_minibatch, check_vocabulary, fit_topic_counts
+from .infer import check_vocabulary, fit_topic_counts
 from .kernels.evaluate import completion_loglik, left_to_right_batch
 from .kernels.ranges import even_ranges
 from .kernels.rng import stream_seeds
@@ -35,6 +35,7 @@ METHODS = ("left-to-right", "completion")
 LEFT_TO_RIGHT_STREAM = 0x2E0000
 SPLIT_STREAM = 0x2E0001
 COMPLETION_STREAM = 0x2E0002
+HELDOUT_BATCH = 1000  # documents scored together (their scores do not depend on it)
 
 
 
@@ -124,38 +125,55 @@ def _completion(source, batch, alpha, eta, seed, fraction, burnin, samples, n_wo
     return float(per_doc.sum()), held.n_tokens
 
 
+def batch_scores(source, batch: Minibatch, *, seed: int, methods, particles: int, resample: bool,
+                 fraction: float, n_workers: int = 1) -> dict[str, tuple[float, int]]:
+    """{method: (total log-likelihood, tokens scored)} of one batch under a Model (or the
+    ModelRows of the batch's words that a worker of a cluster receives)."""
+    return {method: heldout_loglik(source, batch, alpha=source.alpha, eta=source.eta, seed=seed, method=method,
+                                   particles=particles, resample=resample, fraction=fraction, n_workers=n_workers)
+            for method in methods}
+
+
 def heldout_scores(model: Model, store: Store, *, max_docs: int = 1000, seed: int = 0,
                    methods=METHODS, particles: int = 10, resample: bool = True, fraction: float = 0.5,
-                   n_workers: int = 1, quiet: bool = True, doc_numbers: np.ndarray | None = None) -> dict:
+                   n_workers: int = 1, quiet: bool = True, doc_numbers: np.ndarray | None = None,
+                   client=None) -> dict:
     """Held-out log-likelihood per token and perplexity, for each method, of the first `max_docs`
     documents of a store (streamed block by block) or of the given document numbers (the
-    documents a run held out of training)."""
+    documents a run held out of training). With a Dask `client` the batches are read and scored
+    on its workers (executors/cluster.py, heldout_parts), with the same result."""
     check_vocabulary(model, store)
     if doc_numbers is None:
         n_docs = min(max_docs, store.n_docs)
-        batches = (block_minibatch(block) for block in store.iter_blocks(stop=n_docs))
+        step = store.docs_per_block
+        numbers = [np.arange(lo, min(lo + step, n_docs)) for lo in range(0, n_docs, step)]
     else:
         doc_numbers = np.asarray(doc_numbers, np.int64)[:max_docs]
         n_docs = len(doc_numbers)
-        batches = (read_documents(store, doc_numbers[lo:lo + 1000]) for lo in range(0, n_docs, 1000))
-    totals = {m: [0.0, 0] for m in methods}
-    with Progress("held-out", total=n_docs * len(methods), unit="docs", quiet=quiet) as progress:
-        for batch in batches:
-            for method in methods:
-                loglik, tokens = heldout_loglik(model, batch, alpha=model.alpha, eta=model.eta, seed=seed,
-                                                method=method, particles=particles, resample=resample,
-                                                fraction=fraction, n_workers=n_workers)
-                totals[method][0] += loglik
-                totals[method][1] += tokens
+        numbers = [doc_numbers[lo:lo + HELDOUT_BATCH] for lo in range(0, n_docs, HELDOUT_BATCH)]
+    scoring = {"seed": seed, "methods": tuple(methods), "particles": particles, "resample": resample,
+               "fraction": fraction}
+    if client is None:
+        with Progress("held-out", total=n_docs, unit="docs", quiet=quiet) as progress:
+            scores = []
+            for batch in (read_documents(store, part) for part in numbers):
+                scores.append(batch_scores(model, batch, n_workers=n_workers, **scoring))
                 progress.update(batch.n_docs)
+    else:
+        from .executors.cluster import heldout_parts
+
+        scores = heldout_parts(client, model, store, numbers, scoring)
     out = {"store": store.location, "n_docs": n_docs, "seed": seed,
            "settings": {"particles": particles, "resample": resample, "fraction": fraction}}
-    for method, (loglik, tokens) in totals.items():
+    for method in methods:
+        loglik, tokens = 0.0, 0
+        for score in scores:  # in batch order: the same sum on a cluster as here
+            loglik += score[method][0]
+            tokens += score[method][1]
         per_token = loglik / tokens if tokens else float("nan")
         out[method] = {"loglik": loglik, "tokens": tokens, "loglik_per_token": per_token,
                        "perplexity": math.exp(-per_token) if tokens else float("nan")}
     return out
-
 
 
 def heldout_documents(n_docs: int, n_heldout: int, seed: int) -> np.ndarray:

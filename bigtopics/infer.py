@@ -56,6 +56,7 @@ from .minibatch import Minibatch, gather_rows
 from .reader import read_ahead
 from .model import Model, alpha_attribute, load_model
 from .outputs import Location, NewGroup, OutputLock, check_output, locate
+from .executors.cluster import connected
 from .progress import Progress
 from .stopping import InterruptsThatStick
 from .workers import use_threads
@@ -265,16 +266,16 @@ def _infer_locked(model: Model, store: Store, output: Location, parts: Path, set
         (parts / _part_name(s)).unlink(missing_ok=True)
     todo = [s for s in starts if s not in set(present) - set(damaged)]
     done_docs = store.n_docs - sum(min(docs_per_part, store.n_docs - s) for s in todo)
-    if cluster is None and scheduler is None:
-        n_workers = use_threads(settings.workers)
-        blocks = read_ahead(store.read_docs(s, s + docs_per_part) for s in todo)
-        results = ((block.start, infer_block(model, block, settings, n_workers)) for block in blocks)
-    else:
-        from .executors.cluster import connect, infer_parts
+    with connected(cluster, scheduler) as client:
+        if client is None:
+            n_workers = use_threads(settings.workers)
+            blocks = read_ahead(store.read_docs(s, s + docs_per_part) for s in todo)
+            results = ((block.start, infer_block(model, block, settings, n_workers)) for block in blocks)
+        else:
+            from .executors.cluster import infer_parts
 
-        client = connect(cluster, scheduler)
-        results = infer_parts(client, model, store, todo, docs_per_part, settings)
-    try:
+            results = infer_parts(client, model, store, [(s, min(s + docs_per_part, store.n_docs)) for s in todo],
+                                  settings)
         with Progress("infer", total=store.n_docs, unit="docs", quiet=quiet) as progress:
             progress.count = done_docs
             for start, result in results:
@@ -283,9 +284,6 @@ def _infer_locked(model: Model, store: Store, output: Location, parts: Path, set
                 atomic_write_bytes(parts / _part_name(start), buffer.getvalue())
                 progress.update(len(result["doc_lengths"]))
                 interrupts.check()  # a part computed while a Ctrl-C was swallowed is sound: keep it, then stop
-    finally:
-        if cluster is not None or scheduler is not None:
-            client.close()
     interrupts.check()
     nnz = _assemble(parts, starts, output, model, store, settings, manifest, overwrite)
     shutil.rmtree(parts, ignore_errors=True)

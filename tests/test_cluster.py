@@ -146,3 +146,29 @@ def test_infer_on_a_running_cluster_gives_the_same_document_topics(store, client
     local, remote = (zarr.open_group(tmp_path / name, mode="r") for name in ("local.zarr", "cluster.zarr"))
     for name in ("indptr", "indices", "data", "doc_lengths"):
         np.testing.assert_array_equal(local[name][:], remote[name][:])
+
+
+def test_evaluate_on_a_running_cluster_gives_the_same_scores(store, client, tmp_path):
+    """The sampled documents' topics (document shares) and the held-out scores, inferred on the
+    workers from the rows of each part's words, equal the in-process evaluation."""
+    from bigtopics.evaluate import evaluate
+
+    train_with(store, tmp_path / "run", heldout=40)  # scores the documents held out of training
+    options = dict(store=store, sample_docs=300, heldout_docs=40, particles=2, quiet=True)
+    local = evaluate(tmp_path / "run", output=tmp_path / "local.json", **options)
+    remote = evaluate(tmp_path / "run", output=tmp_path / "cluster.json", scheduler=client.scheduler.address,
+                      **options)
+    assert local["heldout"]["n_docs"] == 40 and local["heldout"]["completion"]["tokens"] > 0
+    for method in ("left-to-right", "completion"):
+        assert remote["heldout"][method] == local["heldout"][method]
+    assert [t["prominent_docs"] for t in remote["topics"]] == [t["prominent_docs"] for t in local["topics"]]
+    assert [t["top_topic_docs"] for t in remote["topics"]] == [t["top_topic_docs"] for t in local["topics"]]
+    assert sum(t["top_topic_docs"] for t in local["topics"]) == pytest.approx(1.0)
+
+
+def test_evaluate_on_a_local_cluster_from_the_cli(store, tmp_path):
+    train_with(store, tmp_path / "run")
+    result = CliRunner().invoke(main, ["evaluate", str(tmp_path / "run"), "--store", str(store), "--sample-docs",
+                                       "200", "--cluster", "local:1", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "npmi" in result.output.lower() or "coherence" in result.output.lower()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -44,7 +45,11 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise ImportError("training on a cluster needs Dask: pip install 'bigtopics[distributed]'") from None
+        raise ImportError("a cluster needs Dask: pip install 'bigtopics[distributed]'") from None
+    if cluster is not None and scheduler is not None:
+        from ..settings import OptionError
+
+        raise OptionError("give --cluster or --scheduler, not both")
     if cluster is not None:
         kind, _, count = cluster.partition(":")
         if kind != "local" or not count.isdigit() or int(count) < 1:
@@ -54,6 +59,23 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
         local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None)
         return Client(local)
     return Client(scheduler, timeout="10s")  # a running scheduler answers at once
+
+
+@contextmanager
+def connected(cluster: str | None = None, scheduler: str | None = None):
+    """connect()'s Client for the length of a with-block (None without a cluster), then closed
+    with the LocalCluster it started."""
+    if cluster is None and scheduler is None:
+        yield None
+        return
+    client = connect(cluster, scheduler)
+    try:
+        yield client
+    finally:
+        local = client.cluster if cluster is not None else None
+        client.close()
+        if local is not None:
+            local.close()
 
 
 # -- the driver's side ---------------------------------------------------------------------------
@@ -203,41 +225,60 @@ class DaskExecutor(Executor):
             cluster.close()
 
 
-def infer_parts(client, model, store: Store, starts: list[int], docs_per_part: int, settings,
-                in_flight: int | None = None) -> Iterator[tuple[int, dict]]:
-    """`bigtopics infer` on a cluster: (first document, infer_block's result) for each part, in
-    the order they finish. Each part is read on a worker, which reports its distinct words; the
-    driver sends the model's rows for them (infer.ModelRows) and receives the part's document
-    topics. Parts are independent, so up to `in_flight` (two per worker) run at once; the result
-    is infer_block's, whatever the cluster."""
+def model_parts(client, model, read, parts: list[tuple], compute, *args,
+                in_flight: int | None = None) -> Iterator[tuple[int, object]]:
+    """(index of the part, its result) for each part, in the order they finish: `read(*part)`
+    runs on a worker and gives back (what it read, its distinct words); the driver sends the
+    model's rows for those words (infer.ModelRows), and `compute(what it read, rows, *args)` runs
+    on the worker that read it. The documents stay on the workers and no part is sent the whole
+    model. Parts are independent, so up to `in_flight` (two per worker) run at once."""
     from distributed import as_completed
 
     from ..infer import ModelRows
     from . import dask_worker as worker
 
     in_flight = in_flight or 2 * max(len(client.scheduler_info().get("workers", {})), 1)
-    todo = iter(starts)
-    reading, inferring = {}, {}  # future of a part's words -> (start, future of the part); future -> start
+    todo = iter(enumerate(parts))
+    reading, computing = {}, {}  # future of a part's words -> (index, future of the part); future -> index
     pending = as_completed()
 
     def submit_next() -> None:
-        start = next(todo, None)
-        if start is not None:
-            part = client.submit(worker.infer_part, store, start, start + docs_per_part, pure=False,
-                                 retries=RETRIES)
-            words = client.submit(worker.infer_words, part, pure=False, retries=RETRIES)
-            reading[words] = (start, part)
+        index, part = next(todo, (None, None))
+        if part is not None:
+            data = client.submit(read, *part, pure=False, retries=RETRIES)
+            words = client.submit(worker.second, data, pure=False, retries=RETRIES)
+            reading[words] = (index, data)
             pending.add(words)
 
     for _ in range(in_flight):
         submit_next()
     for future in pending:
         if future in reading:  # a part's words: send the model's rows for them
-            start, part = reading.pop(future)
+            index, data = reading.pop(future)
             rows = client.scatter(ModelRows.of(model, future.result()), direct=True, hash=False)
-            done = client.submit(worker.infer_with, part, rows, settings, pure=False, retries=RETRIES)
-            inferring[done] = start
+            done = client.submit(compute, data, rows, *args, pure=False, retries=RETRIES)
+            computing[done] = index
             pending.add(done)
         else:
-            yield inferring.pop(future), future.result()
+            yield computing.pop(future), future.result()
             submit_next()
+
+
+def infer_parts(client, model, store: Store, ranges: list[tuple[int, int]], settings) -> Iterator[tuple[int, dict]]:
+    """`bigtopics infer` on a cluster: (first document, infer_block's result) for each range of
+    documents, in the order they finish; the result is infer_block's, whatever the cluster."""
+    from . import dask_worker as worker
+
+    parts = [(store, start, stop) for start, stop in ranges]
+    for index, result in model_parts(client, model, worker.read_range, parts, worker.infer_with, settings):
+        yield ranges[index][0], result
+
+
+def heldout_parts(client, model, store: Store, batches: list[np.ndarray], scoring: dict) -> list[dict]:
+    """heldout.batch_scores of each batch of document numbers, scored on the cluster, in the
+    order of the batches (so that their sums are the in-process engine's)."""
+    from . import dask_worker as worker
+
+    parts = [(store, doc_numbers) for doc_numbers in batches]
+    results = dict(model_parts(client, model, worker.read_numbers, parts, worker.score_with, scoring))
+    return [results[i] for i in range(len(batches))]

@@ -12,7 +12,7 @@ from distributed import WorkerPlugin, get_worker, secede
 from ..assignments import previous_stats
 from ..frozen import TableRows
 from ..minibatch import Minibatch
-from ..reader import DocumentReader, prepared
+from ..reader import DocumentReader, prepared, read_documents
 from ..stats import StepResult
 from ..store import Store
 from ..workers import use_threads
@@ -49,8 +49,8 @@ def shard_previous_stats(batch: Minibatch, saved: np.ndarray, unvisited: int, n_
     return previous_stats(batch, saved, unvisited, n_topics)
 
 
-def infer_part(store: Store, start: int, stop: int) -> tuple:
-    """Read documents [start, stop) and give back their distinct words; the documents stay here."""
+def read_range(store: Store, start: int, stop: int) -> tuple:
+    """Documents [start, stop) as a store block, and their distinct words (model_parts)."""
     from ..infer import block_minibatch
 
     secede()
@@ -58,16 +58,31 @@ def infer_part(store: Store, start: int, stop: int) -> tuple:
     return block, block_minibatch(block).distinct_words()
 
 
-def infer_words(part: tuple) -> np.ndarray:
-    return part[1]
+def read_numbers(store: Store, doc_numbers: np.ndarray) -> tuple:
+    """The documents of these numbers as a minibatch, and their distinct words (model_parts)."""
+    secede()
+    batch = read_documents(store, doc_numbers)
+    return batch, batch.distinct_words()
+
+
+def second(pair: tuple):
+    return pair[1]
 
 
 def infer_with(part: tuple, rows, settings) -> dict:
-    """infer_block on a part read by infer_part, with the model's rows for its words."""
+    """infer_block on a part read by read_range, with the model's rows for its words."""
     from ..infer import infer_block
 
     with _kernels:
         return infer_block(rows, part[0], settings, use_threads(get_worker().state.nthreads))
+
+
+def score_with(part: tuple, rows, scoring: dict) -> dict:
+    """heldout.batch_scores on a part read by read_numbers, with the model's rows for its words."""
+    from ..heldout import batch_scores
+
+    with _kernels:
+        return batch_scores(rows, part[0], n_workers=use_threads(get_worker().state.nthreads), **scoring)
 
 
 def run_shard(batch: Minibatch, rows: TableRows, task: StepTask, doc_seeds: np.ndarray) -> StepResult:
