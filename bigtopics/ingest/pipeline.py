@@ -21,7 +21,7 @@ from ..readers import FormatOptions, InputReader
 from ..tokenizer import TokenizerSettings
 from .report import IngestReport
 from .resume import prepare_spill_dir
-from .runs import KnownWords, write_remaps
+from .runs import FIELDS, KnownWords, run_path, write_remaps
 from .vocabulary import FixedVocabulary, Pruning, fixed_vocabulary_counts, pruned_vocabulary, read_vocabulary
 from .workers import tokenize_all
 from .write import write_store
@@ -109,7 +109,7 @@ def ingest(
         report.stats["binary_files_skipped"] = len(reader.skipped_binary)
         report.bad_files, report.notes = reader.bad_files, reader.notes
         report.n_runs, report.memory_budget = len(runs), budget
-        report.run_bytes = sum(sum(p.stat().st_size for p in spill_dir.glob(f"run-{r['name']}.*")) for r in runs)
+        report.run_bytes = sum(run_path(spill_dir, r["name"], field).stat().st_size for r in runs for field in FIELDS)
         if vocabulary is None:
             n_docs_before = sum(s["nonempty_rows"] for s in summaries)
             final_words, final_counts, final_dfs, report.pruned, report.n_distinct = pruned_vocabulary(
