@@ -250,6 +250,34 @@ def test_search_files_are_strict_json_with_nulls_left_out_and_whole_numbers_as_i
         strict_json(line)
 
 
+def test_dfr_browser_conditions_on_a_year_or_date_field(exported_metadata, tmp_path):
+    from bigtopics.ingest import Pruning, ingest
+
+    out, _ = exported_metadata
+    info = json.loads((out / "dfr-browser" / "info.json").read_text())
+    # year 1900 + d over 300 documents: 299 years in about 20 bins of a round width
+    assert info["VIS"]["condition"] == {"type": "continuous", "name": "year", "spec": {"field": "year", "step": 20}}
+    assert info["VIS"]["metadata"]["spec"]["date_field"] == []
+    docs = [{"id": f"d{i}", "Date": f"{i % 28 + 1:02d}-FEB-{1950 + i} 15:01:01.79", "text": "sea ship whale sail"}
+            for i in range(40)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    store, run, dt = tmp_path / "s.zarr", tmp_path / "run", tmp_path / "dt.zarr"
+    ingest(tmp_path / "in.jsonl", store, pruning=Pruning(min_df=1, max_df=1.0, max_vocab=None), quiet=True,
+           log=lambda m: None)
+    train(store, run, TrainSettings(n_topics=2, epochs=1, batch_size=20), quiet=True)
+    infer(run, store, dt, quiet=True)
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "out"), "--doc-topics", str(dt)])
+    assert result.exit_code == 0, result.output
+    info = json.loads((tmp_path / "out" / "dfr-browser" / "info.json").read_text())
+    # a text date, through a column of its years (the browser's date_field), binned by a round number of years
+    assert info["VIS"]["condition"] == {"type": "time", "name": "Date",
+                                        "spec": {"field": "Date_year", "unit": "year", "n": 2}}  # 39 / 20 -> 2
+    assert info["VIS"]["metadata"]["spec"]["date_field"] == ["Date_year"]
+    with zipfile.ZipFile(tmp_path / "out" / "dfr-browser" / "meta.csv.zip") as archive:
+        rows = list(csv.DictReader(io.StringIO(archive.read("meta.csv").decode())))
+    assert [(r["Date"], r["Date_year"]) for r in rows] == [(d["Date"], d["Date"][7:11] + "-01-01") for d in docs]
+
+
 def test_list_metadata_is_written_as_arrays_in_search_files(exported_metadata):
     out, _ = exported_metadata
     for es_line, solr_line in zip((out / "search.jsonl").read_text().splitlines()[1::2],

@@ -3,9 +3,10 @@ VIS.files at it) and serve dfr-browser's files; nothing in it needs editing.
 
   info.json          title, meta_info, and VIS settings for metadata that is not JSTOR's:
                      metadata and bibliography of type "base" (meta.csv has a header), and the
-                     variable topics are conditioned on (condition_field)
+                     variable topics are conditioned on (choose_condition)
   meta.csv.zip       meta.csv, RFC 4180 with a header: id, title (the id where the store has no
-                     titles), every metadata field of the store, and tokens (the document's length)
+                     titles), every metadata field of the store, tokens (the document's length),
+                     and with a text date to condition on, <field>_year (choose_condition)
   tw.json            {"alpha": [alpha_k], "tw": [{"words": top words, "weights": N[k, w] rounded}]}
   dt.json.zip        dt.json, the documents x topics token counts round(theta[d, k] N_d) in
                      compressed sparse columns {"i": doc per entry, "p": column pointers (K + 1),
@@ -25,7 +26,9 @@ import csv
 import io
 import json
 import math
+import re
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +42,9 @@ DT_ENTRIES_PER_PASS = 1 << 25
 SCALED_WORDS = 100
 SCALED_CELLS = 1 << 25
 CONDITION_BINS = 20
-# metadata names tried first for the variable topics are conditioned on
-TIME_FIELDS = ("year", "date", "gutenberg_issued", "published", "issued")
+# metadata names (any case) of the variable topics are conditioned on, in this order
+TIME_FIELDS = ("year", "date", "published", "issued", "gutenberg_issued")
+YEAR = re.compile(r"\b\d{4}\b")
 
 
 def write_dfr_browser(ctx: ExportContext, out: Path) -> None:
@@ -48,14 +52,15 @@ def write_dfr_browser(ctx: ExportContext, out: Path) -> None:
     folder.mkdir()
     write_dfr_topic_words(ctx, folder / "tw.json")
     write_dfr_doc_topics(ctx.dt, folder / "dt.json.zip")
-    write_dfr_metadata(ctx, folder / "meta.csv.zip")
+    condition = choose_condition(ctx)
+    write_dfr_metadata(ctx, folder / "meta.csv.zip", condition)
     scaled = topic_scaled(ctx)
     if scaled is None:
         ctx.log(f"export: {FOLDER}/topic_scaled.csv left out ({ctx.model.n_topics} topics x their top words is "
                 "too large to scale); dfr-browser's other views work without it")
     else:
         (folder / "topic_scaled.csv").write_text("".join(f"{x:.6f},{y:.6f}\n" for x, y in scaled), encoding="utf-8")
-    (folder / "info.json").write_text(json.dumps(browser_info(ctx), indent=1), encoding="utf-8")
+    (folder / "info.json").write_text(json.dumps(browser_info(ctx, condition), indent=1), encoding="utf-8")
 
 
 def write_dfr_topic_words(ctx: ExportContext, path: Path) -> None:
@@ -106,27 +111,24 @@ def write_dfr_doc_topics(dt: DocTopics, path: Path, entries_per_pass: int = DT_E
         write(',"p":[' + ",".join(map(str, p.tolist())) + "]}")
 
 
-def _meta_columns(ctx: ExportContext) -> list[str]:
-    fields = [f for f in ctx.store.metadata_fields if f not in ("id", "title", "tokens")]
-    return ["id", "title", *fields, "tokens"]
-
-
-def write_dfr_metadata(ctx: ExportContext, path: Path) -> None:
+def write_dfr_metadata(ctx: ExportContext, path: Path, condition: Condition) -> None:
     store = ctx.store
     titled = "title" in store.metadata_fields
-    columns = _meta_columns(ctx)
+    fields = [f for f in store.metadata_fields if f not in ("id", "title", "tokens")]
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive, \
             archive.open("meta.csv", "w", force_zip64=True) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         writer = csv.writer(text, lineterminator="\r\n")
-        writer.writerow(columns)
+        writer.writerow(["id", "title", *fields, "tokens", *([condition.column] if condition.source else [])])
         for first, _, _, _, lengths in ctx.dt.iter_blocks():
             stop = first + len(lengths)
             ids = store.doc_ids(first, stop).tolist()
-            values = {f: _csv_values(store.metadata(f, first, stop)) for f in columns[2:-1]}
+            columns = [_csv_values(store.metadata(f, first, stop)) for f in fields] + [lengths.tolist()]
+            if condition.source:  # the year of each date, as a date the browser cannot misread
+                dates = store.metadata(condition.source, first, stop).tolist()
+                columns.append([f"{YEAR.search(v).group()}-01-01" for v in dates])
             titles = _csv_values(store.metadata("title", first, stop)) if titled else ids
-            writer.writerows([ids[i], titles[i] or ids[i], *(values[f][i] for f in columns[2:-1]), int(lengths[i])]
-                             for i in range(len(ids)))
+            writer.writerows([ids[i], titles[i] or ids[i], *(c[i] for c in columns)] for i in range(len(ids)))
         text.flush()
         text.detach()
 
@@ -138,23 +140,53 @@ def _csv_values(values: np.ndarray) -> list:
     return values.tolist()
 
 
-def condition_field(ctx: ExportContext) -> dict:
-    """VIS.condition: topics over a numeric field, a time-like one first (TIME_FIELDS), in about
-    CONDITION_BINS bins of a round width; else over the documents' lengths."""
+@dataclass
+class Condition:
+    """dfr-browser's VIS.condition, and for a text date the field its years are taken from
+    (`source`) into their own column of meta.csv (`column`)."""
+    vis: dict
+    source: str | None = None
+    column: str | None = None
+
+
+def choose_condition(ctx: ExportContext) -> Condition:
+    """Topics over the first metadata field named like a time (TIME_FIELDS) whose every document
+    has a value, spanning more than one year, in about CONDITION_BINS bins: a number (a year)
+    by a round width; a text date ("1994-08-01", "26-FEB-1987 15:01:01.79") by a round number of
+    years, through a column of its years (the browser's Date() refuses some real dates, as
+    Reuters' "27-MAR-1987 08:45:34.42C G T M"). Else over the documents' lengths. A field's range
+    is read a block at a time."""
     store = ctx.store
-    numeric = [f for f in store.metadata_fields if store.metadata(f, 0, 0).dtype.kind in "iuf"
-               and f not in ("id", "title", "tokens")]
-    for f in sorted(numeric, key=lambda f: f.lower() not in TIME_FIELDS):  # stable: store order otherwise
-        lo, hi = math.inf, -math.inf
+    by_name = {f.lower(): f for f in store.metadata_fields}
+    for name in TIME_FIELDS:
+        f = by_name.get(name)
+        if f is None:
+            continue
+        numeric = store.metadata(f, 0, 0).dtype.kind in "iuf"
+        lo, hi, complete = math.inf, -math.inf, True
         for start in store.block_starts():
-            v = store.metadata(f, start, start + store.docs_per_block).astype(np.float64)
-            v = v[np.isfinite(v)]
-            if len(v):
-                lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
-        if hi > lo:
-            return {"type": "continuous", "name": f, "spec": {"field": f, "step": _round_step((hi - lo) / CONDITION_BINS)}}
+            values = store.metadata(f, start, start + store.docs_per_block)
+            if numeric:
+                years = values.astype(np.float64)
+            else:
+                found = [YEAR.search(v) for v in values.tolist()]
+                years = np.array([float(m.group()) if m else math.nan for m in found])
+            complete = complete and bool(np.isfinite(years).all())
+            if not complete:
+                break
+            if len(years):
+                lo, hi = min(lo, float(years.min())), max(hi, float(years.max()))
+        if not complete or not hi > lo:
+            continue
+        step = _round_step((hi - lo) / CONDITION_BINS)
+        if numeric:
+            return Condition({"type": "continuous", "name": f, "spec": {"field": f, "step": step}})
+        column = next(c for c in (f"{f}_year", f"{f}_year_") if c not in store.metadata_fields)
+        return Condition({"type": "time", "name": f, "spec": {"field": column, "unit": "year", "n": max(int(step), 1)}},
+                         source=f, column=column)
     top = max((float(block[4].max()) for block in ctx.dt.iter_blocks() if len(block[4])), default=1.0)
-    return {"type": "continuous", "name": "tokens", "spec": {"field": "tokens", "step": _round_step(top / CONDITION_BINS)}}
+    return Condition({"type": "continuous", "name": "tokens", "spec": {"field": "tokens",
+                                                                        "step": _round_step(top / CONDITION_BINS)}})
 
 
 def _round_step(width: float) -> float:
@@ -166,17 +198,18 @@ def _round_step(width: float) -> float:
     return int(step) if step >= 1 else step
 
 
-def browser_info(ctx: ExportContext) -> dict:
+def browser_info(ctx: ExportContext, condition: Condition) -> dict:
     model, store = ctx.model, ctx.store
+    vis = {"metadata": {"type": "base", "spec": {"date_field": [condition.column] if condition.column else []}},
+           "bib": {"type": "base"}, "bib_view": {"major": "all", "minor": "raw"}, "condition": condition.vis}
+    if condition.column:  # the topic page's bars as wide as most of a bin (dfr-browser's default is 90 days)
+        vis["topic_view"] = {"time": {"bar": {"unit": "day", "w": 250 * condition.vis["spec"]["n"]}}}
     return {
         "title": f"bigtopics: {ctx.run.name}",
         "meta_info": f"<p>{model.n_topics} topics over {store.n_docs:,} documents and {model.n_words:,} words "
                      f"(sum of alpha {alphas(model).sum():g}, eta {model.eta:g}), exported by bigtopics from "
-                     f"{ctx.run.name}. "
-                     "Document weights are token counts, round(theta N_d).</p>",
-        "VIS": {"metadata": {"type": "base", "spec": {"date_field": []}},
-                "bib": {"type": "base"}, "bib_view": {"major": "all", "minor": "raw"},
-                "condition": condition_field(ctx)},
+                     f"{ctx.run.name}. Document weights are token counts, round(theta N_d).</p>",
+        "VIS": vis,
     }
 
 
