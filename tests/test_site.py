@@ -92,6 +92,7 @@ def test_topic_pages_hold_the_model_and_the_books_most_about_each_topic(built):
         assert [w for w, _ in page["words"]] == [w for w, _ in model.top_words(k, 30)]
         np.testing.assert_allclose([p for _, p in page["words"]], [p for _, p in model.top_words(k, 30)], rtol=1e-3)
         assert page["coherence"] == pytest.approx(evaluation[k]["coherence"])
+        assert (page["npmi"], page["c_v"]) == pytest.approx((evaluation[k]["npmi"], evaluation[k]["c_v"]))
         weight_of = {b["b"]: dict(map(tuple, b["topics"])).get(k, 0.0) for b in books}
         best = sorted(weight_of.values(), reverse=True)[:len(page["books"])]
         np.testing.assert_allclose([b["weight"] for b in page["books"]], best, rtol=1e-3)
@@ -191,6 +192,7 @@ def test_pages_in_chromium(built, browser, tmp_path):
     topic = render_in_browser(f"{base}/topic.html#k=3", tmp_path / "topic.png")
     assert all(w in topic for w, _ in model.top_words(3, 30))
     assert "share of the tokens of each gutenberg_issued in topic 3" in topic and "<polyline" in topic
+    assert "coherence: UMass" in topic and ", NPMI " in topic and ", C_V " in topic
     book_links, section_links = links(topic, "doc"), [u for u in links(topic, "doc") if "&amp;s=" in u]
     assert book_links and section_links
     target = section_links[0].replace("&amp;", "&")

@@ -224,7 +224,8 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
     totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
     summaries = []
-    topics_csv = CsvFile(folder / "csv" / "topics.csv", ["topic", "share", "tokens", "coherence", "top_words"])
+    topics_csv = CsvFile(folder / "csv" / "topics.csv", ["topic", "share", "tokens", "coherence", "npmi", "c_v",
+                                                         "top_words"])
     words_csv = CsvFile(folder / "csv" / "topic_words.csv", ["topic", "rank", "word", "probability"])
     field_csvs = {name: CsvFile(folder / "csv" / f"topic_by_{_file_name(name)}.csv", [name, "tokens", "topic", "share"])
                   for name in fields}
@@ -232,13 +233,15 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
         for k in range(model.n_topics):
             words = model.top_words(k, n_words)
             coherence = evaluation.get(k, {}).get("coherence")
+            measures = {m: evaluation.get(k, {}).get(m) for m in ("npmi", "c_v")}  # (older evaluations lack them)
             summaries.append({"k": k, "share": _round(share[k]), "coherence": coherence,
                               "words": [w for w, _ in words[:10]]})
             by_field = {name: [_round(x) for x in r["share"][k]] for name, r in fields.items()}
-            page = {"k": k, "share": float(share[k]), "tokens": float(totals[k]), "coherence": coherence,
+            page = {"k": k, "share": float(share[k]), "tokens": float(totals[k]), "coherence": coherence, **measures,
                     "words": [[w, _round(p)] for w, p in words], "by_field": by_field, "books": top.result(k)}
             (folder / "data" / "topics" / f"{k}.js").write_bytes(_js(f"topics/{k}", page))
-            topics_csv.rows([[k, f"{share[k]:.6g}", f"{totals[k]:.6g}", "" if coherence is None else f"{coherence:.6g}",
+            figures = [coherence, measures["npmi"], measures["c_v"]]
+            topics_csv.rows([[k, f"{share[k]:.6g}", f"{totals[k]:.6g}", *("" if x is None else f"{x:.6g}" for x in figures),
                               " ".join(w for w, _ in words[:20])]])
             words_csv.rows([k, rank, w, f"{p:.6g}"] for rank, (w, p) in enumerate(words))
             for name, r in fields.items():
