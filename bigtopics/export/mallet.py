@@ -98,9 +98,9 @@ def write_doc_topics(ctx: ExportContext, out: Path) -> None:
             if most >= 0:
                 ctx.log("export: --doc-topics-max applies to the sparse doc_topics.txt only "
                         "(with --doc-topics-threshold above 0), as in MALLET")
+            line = "%d\t%s" + "\t%.6g" * ctx.model.n_topics + "\n"  # one %-format a row: the fastest way found
             for first, ids, dense in _dense_blocks(ctx):
-                text = np.char.mod("%.6g", dense).tolist()
-                f.write("".join(f"{first + i}\t{ids[i]}\t" + "\t".join(row) + "\n" for i, row in enumerate(text)))
+                f.write("".join(line % (first + i, ids[i], *row) for i, row in enumerate(dense.tolist())))
             return
         f.write("#doc name topic proportion ...\n")
         most = ctx.model.n_topics if most < 0 else min(most, ctx.model.n_topics)
