@@ -146,6 +146,7 @@ def main() -> None:
                              "tomotopy: sweeps) instead of seconds: quality per pass, which a loaded machine "
                              "does not change")
     parser.add_argument("--systems", default="bigtopics,tomotopy")
+    parser.add_argument("--tomotopy-eta", type=float, help="tomotopy's eta (default: its own, 0.01)")
     parser.add_argument("-o", "--option", action="append", help="bigtopics setting name=value (repeatable)")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bigtopics-bench"))
     parser.add_argument("--json", help="write every point here")
@@ -181,7 +182,7 @@ def main() -> None:
                 print(f"bigtopics {json.dumps({k: v for k, v in system.settings.items() if k != 'warmup_s'})}")
             elif name == "tomotopy":
                 system = TomotopySystem(train_store, peer_corpus(train_store), None, args.topics, alpha, args.seed,
-                                        None, 0, {})
+                                        None, 0, {"eta": args.tomotopy_eta} if args.tomotopy_eta else {})
                 advance = system.train_pass
                 passes = lambda s=system: s.model.global_step
             else:

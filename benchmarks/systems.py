@@ -117,7 +117,7 @@ class TomotopySystem:
         indptr, words, counts, vocab = read_peer_corpus(corpus_path)
         vocab = np.asarray(vocab, dtype=object)
         self.word_id = {w: i for i, w in enumerate(vocab)}
-        self.model = tp.LDAModel(k=k, alpha=alpha, seed=seed)
+        self.model = tp.LDAModel(k=k, alpha=alpha, seed=seed, **({"eta": options["eta"]} if "eta" in options else {}))
         self.model.optim_interval = 0  # its default re-estimates alpha every 10 sweeps; keep alpha fixed
         for a, b in zip(indptr[:-1], indptr[1:]):
             self.model.add_doc(np.repeat(vocab[words[a:b]], counts[a:b]).tolist())
