@@ -372,3 +372,40 @@ def test_diagnostics_xml_matches_mallets_definitions(exported, tmp_path):
             assert float(element.get("prob")) == pytest.approx(want["prob"], abs=1e-5)
             for name in ("word-length", "coherence", "uniform_dist", "corpus_dist", "token-doc-diff", "exclusivity"):
                 assert float(element.get(name)) == pytest.approx(want[name], abs=1e-4), name
+
+
+def test_pyldavis_beyond_the_whole_vocabulary_keeps_the_models_numbers(exported, tmp_path, monkeypatch):
+    """A model too large for the whole vocabulary: every topic's top words and one term for the rest."""
+    pyldavis = pytest.importorskip("pyLDAvis")
+    from bigtopics.export import pyldavis as module
+
+    model, dt, _, _ = exported
+    monkeypatch.setattr(module, "MAX_CELLS", model.n_topics * model.n_words - 1)
+    monkeypatch.setattr(module, "PYLDAVIS_TERMS", 5)
+    result = CliRunner().invoke(main, ["export", str(model.path.parent), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    payload = json.loads((tmp_path / "out" / "pyldavis.json").read_text())
+    assert payload["vocab"][-1] == module.OTHER_WORDS and len(payload["vocab"]) < model.n_words
+    dists = np.array(payload["topic_term_dists"])
+    index = {w: i for i, w in enumerate(model.vocab)}
+    for k in range(model.n_topics):
+        p = model.word_probabilities(k)
+        listed = [index[w] for w in payload["vocab"][:-1]]
+        np.testing.assert_allclose(dists[k, :-1], p[listed], rtol=1e-12)
+        assert dists[k, -1] == pytest.approx(1 - p[listed].sum(), abs=1e-12)
+        assert {w for w, _ in model.top_words(k, 5)} <= set(payload["vocab"])
+    prepared = pyldavis.prepare(**payload, n_jobs=1)
+    assert prepared.topic_order == list(range(model.n_topics))
+
+
+def test_topic_scaled_is_left_out_with_a_notice_beyond_its_bound(exported, tmp_path, monkeypatch):
+    from bigtopics.export import dfr
+
+    model, dt, _, _ = exported
+    monkeypatch.setattr(dfr, "SCALED_CELLS", 1)
+    result = CliRunner().invoke(main, ["export", str(model.path.parent), "-o", str(tmp_path / "out"),
+                                       "--doc-topics", str(dt.path)])
+    assert result.exit_code == 0, result.output
+    assert "topic_scaled.csv left out" in result.output
+    assert sorted(p.name for p in (tmp_path / "out" / "dfr-browser").iterdir()) == [
+        "dt.json.zip", "info.json", "meta.csv.zip", "tw.json"]
