@@ -67,20 +67,18 @@ def write_state(ctx: ExportContext, out: Path) -> None:
         f.write("#doc source pos typeindex type topic\n")
         f.write("#alpha : " + "".join(f"{a!r} " for a in alphas(model).tolist()) + "\n")
         f.write(f"#beta : {model.eta!r}\n")
+        middles = [f" {w} {word} " for w, word in enumerate(vocab)]  # " typeindex type ", once per word
         for block in store.iter_blocks():
             ids = [escape_word(i) for i in store.doc_ids(block.start, block.start + block.n_docs).tolist()]
-            lines = []
-            for i in range(block.n_docs):
+            for i in range(block.n_docs):  # a document's lines at a time: memory is one document
                 d = block.start + i
                 doc_topics = topics[offsets[d]:offsets[d + 1]]
                 if len(doc_topics) == 0 or doc_topics[0] == unvisited:
                     continue
                 words, counts = block.row(i)
-                tokens = np.repeat(words, counts)
                 prefix = f"{d} {ids[i]} "
-                lines.extend(f"{prefix}{pos} {w} {vocab[w]} {k}\n"
-                             for pos, (w, k) in enumerate(zip(tokens.tolist(), doc_topics.tolist())))
-            f.write("".join(lines))
+                f.write("".join(f"{prefix}{pos}{middles[w]}{k}\n" for pos, (w, k) in
+                                enumerate(zip(np.repeat(words, counts).tolist(), doc_topics.tolist()))))
 
 
 WRITERS = (Writer(("state.gz",), write_state, needs="assignments", option="state"),)
