@@ -114,6 +114,13 @@ def test_mallet_doc_topics_sparse_with_threshold_and_max(exported, tmp_path, thr
         np.testing.assert_allclose([float(w) for w in fields[3:-1:2]], dense[kept], rtol=1e-5)
 
 
+def test_every_file_of_the_registry_is_one_overwrite_may_replace():
+    from bigtopics.export import WRITERS
+    from bigtopics.outputs import EXPORT_ENTRIES
+
+    assert {name for writer in WRITERS for name in writer.files} <= set(EXPORT_ENTRIES)
+
+
 def test_overwrite_replaces_an_earlier_export_only(exported, tmp_path):
     run = exported[0].path.parent
     for _ in range(2):
