@@ -11,8 +11,8 @@ each minibatch (bigtopics) or Gibbs sweep (tomotopy); then its topics p(w|k) and
 document completion log-likelihood per held-out token, and mean UMass coherence of the top 10
 words on the training store. Systems:
 
-  bigtopics          its defaults (alpha 5/K, eta 0.01, fixed)
-  bigtopics-alpha    --optimize-alpha
+  bigtopics          its defaults: alpha learned from 5/K (--optimize-alpha), eta 0.01
+  bigtopics-fixed    --no-optimize-alpha: alpha 5/K and eta 0.01, fixed
   bigtopics-learned  --optimize-alpha --optimize-eta
   tomotopy           tp.LDAModel defaults (alpha 0.1, eta 0.01), optim_interval=10 (its default)
   tomotopy-fixed     the same with optim_interval=0
@@ -47,9 +47,9 @@ from bigtopics.trainer import Trainer
 from bigtopics.workers import thread_count
 
 REUTERS = Path("/work/shared/corpora/reuters21578/docs.jsonl.gz")
-SYSTEMS = ("bigtopics", "bigtopics-alpha", "bigtopics-learned", "tomotopy", "tomotopy-fixed")
+SYSTEMS = ("bigtopics", "bigtopics-fixed", "bigtopics-learned", "tomotopy", "tomotopy-fixed")
 LEARNED = {"optimize_alpha": True, "optimize_eta": True}
-BIGTOPICS_OPTIONS = {"bigtopics": {}, "bigtopics-alpha": {"optimize_alpha": True}, "bigtopics-learned": LEARNED}
+BIGTOPICS_OPTIONS = {"bigtopics": {}, "bigtopics-fixed": {"optimize_alpha": False}, "bigtopics-learned": LEARNED}
 
 
 def train_bigtopics(train_store, work: Path, k: int, seconds: float, options: dict, seed: int):

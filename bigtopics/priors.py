@@ -28,7 +28,7 @@ from .kernels.dirichlet import alpha_fixed_point, eta_fixed_point
 from .settings import MAX_PRIOR, MIN_PRIOR
 from .stats import PriorCounts
 
-MAX_ITERATIONS = 200
+MAX_ITERATIONS = 50
 TOLERANCE = 1e-5
 
 
@@ -72,8 +72,9 @@ class LearnedPriors:
                    float(settings.eta))
 
     def current_alpha(self, settings):
-        """What the kernels take: K values when learned, else the settings' number."""
-        return settings.alpha if self.alpha is None else self.alpha
+        """What the kernels take: K values once learned, else (before the first update too) the
+        settings' number, so that a run shorter than its burn-in is the run without learning."""
+        return settings.alpha if self.alpha is None or self.updates == 0 else self.alpha
 
     @staticmethod
     def updates_after(settings, step: int) -> bool:

@@ -97,7 +97,7 @@ class TrainSettings:
     step_options: dict = field(default_factory=dict)
     alpha: float | None = None  # None: ALPHA_SUM / K, MALLET's convention
     eta: float | None = None  # None: the local step's default_eta
-    optimize_alpha: bool = False  # learn an asymmetric alpha_k (priors.py); alpha is then its start
+    optimize_alpha: bool | None = None  # learn an asymmetric alpha_k (priors.py) from alpha; None: where the step can
     optimize_eta: bool = False  # learn eta (priors.py); eta is then its start
     optimize_every: int = 1  # minibatches between two updates of the learned priors
     optimize_burn_in: int = 20  # minibatches before the first update
@@ -141,6 +141,8 @@ class TrainSettings:
                                               if owners[k] else "is not a training option") for k in foreign))
         step = step_class(**{k: v for k, v in options.items() if k in known}).resolved(self.epochs)
         self.step_options = asdict(step)
+        if self.optimize_alpha is None:  # on by default where the step can (benchmarks/RESULTS.md, "Learned priors")
+            self.optimize_alpha = step.learns_alpha
         if self.alpha is None and self.n_topics >= 1:
             self.alpha = ALPHA_SUM / self.n_topics
         if self.eta is None:
@@ -230,6 +232,7 @@ def learning_rate(step: int, tau0: float, kappa: float) -> float:
 def recorded_settings(record: dict) -> TrainSettings:
     """The settings of a run as settings.json records them."""
     settings = dict(record["settings"])
+    settings.setdefault("optimize_alpha", False)  # a run started before priors could be learned keeps its alpha
     if "step_options" not in settings:
         raise ValueError("the run was started by an earlier bigtopics (its settings.json has no step_options); "
                          "start it again with this version")

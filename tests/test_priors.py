@@ -19,7 +19,7 @@ from bigtopics.kernels.dirichlet import (
 from bigtopics.kernels.evaluate import word_mass
 from bigtopics.kernels.gibbs import draw_topic
 from bigtopics.model import load_model
-from bigtopics.priors import LearnedPriors, alpha_histograms, eta_histograms
+from bigtopics.priors import MAX_ITERATIONS, TOLERANCE, LearnedPriors, alpha_histograms, eta_histograms
 from bigtopics.settings import TrainSettings
 from bigtopics.stats import PriorCounts
 from bigtopics.synth import CorpusSpec, topic_recovery, truth_path, write_corpus
@@ -95,8 +95,8 @@ def test_an_update_moves_the_priors_towards_the_minibatch_fixed_point_by_rho():
     settings = TrainSettings(n_topics=4, alpha=0.5, eta=0.2, optimize_alpha=True, optimize_eta=True)
     counts = PriorCounts.of_sweep(np.full(50, 20), rng.integers(0, 30, 1000),
                                   rng.integers(0, 4, 1000).astype(np.int32), 4)
-    target_alpha = alpha_fixed_point(*alpha_histograms(counts), np.full(4, 0.5), 1e-10, 1e6, 200, 1e-5)
-    target_eta = eta_fixed_point(*eta_histograms(counts, 4), 30, 0.2, 1e-10, 1e6, 200, 1e-5)
+    target_alpha = alpha_fixed_point(*alpha_histograms(counts), np.full(4, 0.5), 1e-10, 1e6, MAX_ITERATIONS, TOLERANCE)
+    target_eta = eta_fixed_point(*eta_histograms(counts, 4), 30, 0.2, 1e-10, 1e6, MAX_ITERATIONS, TOLERANCE)
     priors = LearnedPriors.start(settings)
     priors.update(settings, counts, 30, 0.25)
     np.testing.assert_allclose(priors.alpha, 0.75 * 0.5 + 0.25 * target_alpha, rtol=1e-12)
@@ -104,7 +104,9 @@ def test_an_update_moves_the_priors_towards_the_minibatch_fixed_point_by_rho():
     assert [LearnedPriors.updates_after(TrainSettings(n_topics=4, optimize_eta=True, optimize_burn_in=3,
                                                       optimize_every=2), t) for t in range(1, 9)] == [
         False, False, False, False, True, False, True, False]
-    assert not LearnedPriors.updates_after(TrainSettings(n_topics=4), 100)
+    assert not LearnedPriors.updates_after(TrainSettings(n_topics=4, optimize_alpha=False), 100)
+    assert LearnedPriors.updates_after(TrainSettings(n_topics=4), 21)  # on by default with gibbs buckets
+    assert not TrainSettings(n_topics=4, sampler="alias").optimize_alpha  # and off where it cannot be
 
 
 def test_prior_counts_of_a_sweep_and_their_merge_count_every_token():
@@ -130,6 +132,7 @@ def test_prior_counts_of_a_sweep_and_their_merge_count_every_token():
 
 
 ASYMMETRIC = np.linspace(0.05, 2.0, 40)
+LEARNED_BOTH = {"optimize_alpha": True, "optimize_eta": True}
 
 
 @pytest.mark.parametrize("branch", BRANCH_DOC_TOPICS)
@@ -219,7 +222,7 @@ def test_learned_alpha_ranks_the_true_topics_and_topics_are_recovered_as_well(tm
     beta = np.load(truth_path(store) / "beta.npy")
     common = dict(n_topics=12, epochs=6, seed=1, batch_size=300)
     recovered = {}
-    for name, extra in (("fixed", {}), ("learned", {"optimize_alpha": True, "optimize_eta": True})):
+    for name, extra in (("fixed", {"optimize_alpha": False}), ("learned", LEARNED_BOTH)):
         train(store, folder / name, TrainSettings(**common, **extra), quiet=True)
         model = load_model(folder / name)
         recovered[name] = topic_recovery(model, truth_path(store))
