@@ -58,7 +58,7 @@ def stop_words() -> list[str]:
 def run_bigtopics(path: Path, workers: int) -> dict:
     from bigtopics.ingest import ingest
 
-    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         report = ingest(path, Path(tmp) / "out.zarr", workers=workers, quiet=True)
     return {"tokens": report.stats["raw_tokens"], "docs": report.n_docs, "words": report.n_words,
             "phases": report.phase_seconds, "distinct": getattr(report, "n_distinct", None),
