@@ -119,7 +119,7 @@ def test_xarray_opens_doc_topics(exported):
     _, dt, _, _ = exported
     dataset = xr.open_zarr(dt.path, consolidated=False)
     assert dict(dataset.sizes) == {"doc_bound": dt.n_docs + 1, "entry": int(dt.attrs["nnz"]), "doc": dt.n_docs}
-    first, indptr, topics, weights, lengths = next(dt.iter_blocks())
+    _, _, _, weights, lengths = next(dt.iter_blocks())
     np.testing.assert_array_equal(dataset["doc_lengths"].values[:len(lengths)], lengths)
     np.testing.assert_allclose(dataset["data"].values[:len(weights)], weights, rtol=1e-7)
 
@@ -152,7 +152,7 @@ def test_state_is_mallets_and_holds_the_runs_token_topics(exported):
 
 
 def test_state_is_refused_in_one_line_for_a_run_without_token_topics(exported, tmp_path):
-    model, dt, store, _ = exported
+    store = exported[2]
     run = tmp_path / "one-epoch"
     train(store.location, run, TrainSettings(n_topics=3, epochs=1, batch_size=200), quiet=True)
     result = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "out"), "--state"])
@@ -379,7 +379,7 @@ def test_pyldavis_beyond_the_whole_vocabulary_keeps_the_models_numbers(exported,
     pyldavis = pytest.importorskip("pyLDAvis")
     from bigtopics.export import pyldavis as module
 
-    model, dt, _, _ = exported
+    model, _, _, _ = exported
     monkeypatch.setattr(module, "MAX_CELLS", model.n_topics * model.n_words - 1)
     monkeypatch.setattr(module, "PYLDAVIS_TERMS", 5)
     result = CliRunner().invoke(main, ["export", str(model.path.parent), "-o", str(tmp_path / "out")])
