@@ -57,7 +57,7 @@ def test_mallet_topic_keys_and_word_topic_counts(exported):
     assert len(lines) == model.n_topics
     for k, line in enumerate(lines):
         topic, alpha, words = line.split("\t")
-        assert int(topic) == k and float(alpha) == pytest.approx(model.alpha)
+        assert int(topic) == k and float(alpha) == pytest.approx(model.alpha_k[k])
         assert words.split(" ") == [w for w, _ in model.top_words(k, 8)]
     counts = np.zeros((model.n_topics, model.n_words))
     for line in (out / "word_topic_counts.txt").read_text().splitlines():
@@ -83,7 +83,7 @@ def test_mallet_doc_topics_dense_and_search_files(exported):
             doc_rows(dt), lines, solr, es[0::2], es[1::2]):
         fields = line.split("\t")
         assert int(fields[0]) == d and fields[1] == str(d)  # synthetic ids are document numbers
-        expected = np.full(model.n_topics, model.alpha / (length + model.n_topics * model.alpha))
+        expected = model.alpha_k / (length + model.alpha_sum)
         expected[topics] = weights
         np.testing.assert_allclose([float(w) for w in fields[2:]], expected, rtol=1e-5)
         assert json.loads(action) == {"index": {"_index": "bigtopics", "_id": str(d)}}
@@ -104,7 +104,7 @@ def test_mallet_doc_topics_sparse_with_threshold_and_max(exported, tmp_path, thr
     lines = (out / "doc_topics.txt").read_text().split("\n")
     assert lines[0] == "#doc name topic proportion ..." and lines[-1] == "" and len(lines) == dt.n_docs + 2
     for (d, topics, weights, length), line in zip(doc_rows(dt), lines[1:]):
-        dense = np.full(model.n_topics, model.alpha / (length + model.n_topics * model.alpha))
+        dense = model.alpha_k / (length + model.alpha_sum)
         dense[topics] = weights
         order = np.argsort(-dense, kind="stable")[: most if most >= 0 else None]
         kept = order[dense[order] >= threshold]

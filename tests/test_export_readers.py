@@ -56,7 +56,7 @@ def dense_doc_topics(model, dt: DocTopics) -> np.ndarray:
     theta = np.zeros((dt.n_docs, dt.n_topics))
     for first, indptr, topics, weights, lengths in dt.iter_blocks():
         rows = first + np.repeat(np.arange(len(lengths)), np.diff(indptr))
-        theta[first:first + len(lengths)] = (model.alpha / (lengths + dt.n_topics * model.alpha))[:, None]
+        theta[first:first + len(lengths)] = model.alpha_k / (lengths + model.alpha_sum)[:, None]
         theta[rows, topics] = weights
     return theta
 
@@ -132,7 +132,7 @@ def test_state_is_mallets_and_holds_the_runs_token_topics(exported):
     with gzip.open(out / "state.gz", "rt", encoding="utf-8") as f:
         assert f.readline() == "#doc source pos typeindex type topic\n"
         alphas = f.readline()
-        assert alphas.startswith("#alpha : ") and [float(a) for a in alphas[9:].split()] == [model.alpha] * model.n_topics
+        assert alphas.startswith("#alpha : ") and [float(a) for a in alphas[9:].split()] == model.alpha_k.tolist()
         assert f.readline() == f"#beta : {model.eta!r}\n"
         # as R mallet's mallet.read.state and dfrtopics' read_sampling_state: six space-separated columns
         rows = [line.split(" ") for line in f.read().splitlines()]
@@ -246,7 +246,7 @@ def mallet_diagnostics(model, store, saved, offsets, n_top):
     import math
 
     K, V, beta = model.n_topics, model.n_words, model.eta
-    alpha = [model.alpha] * K
+    alpha = model.alpha_k.tolist()
     alpha_sum = sum(alpha)
     tokens_per_topic = model.topic_totals()
     sorted_words = []
@@ -409,3 +409,28 @@ def test_topic_scaled_is_left_out_with_a_notice_beyond_its_bound(exported, tmp_p
     assert "topic_scaled.csv left out" in result.output
     assert sorted(p.name for p in (tmp_path / "out" / "dfr-browser").iterdir()) == [
         "dt.json.zip", "info.json", "meta.csv.zip", "tw.json"]
+
+
+def test_a_learned_asymmetric_alpha_goes_into_every_file_that_holds_alpha(exported, tmp_path):
+    _, _, store, _ = exported
+    run, dt, out = tmp_path / "run", tmp_path / "dt.zarr", tmp_path / "out"
+    train(store.location, run, TrainSettings(n_topics=SPEC.n_topics, epochs=2, batch_size=50, tau0=1,
+                                             optimize_alpha=True, optimize_burn_in=2), quiet=True)
+    model = load_model(run)
+    alpha = model.alpha_k
+    assert np.ndim(model.alpha) == 1 and np.ptp(alpha) > 0  # learned, one per topic
+    infer(run, store.location, dt, InferSettings(threshold=0.05), quiet=True)
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--doc-topics", str(dt), "--state"])
+    assert result.exit_code == 0, result.output
+    keys = [line.split("\t") for line in (out / "topic_keys.tsv").read_text().splitlines()]
+    np.testing.assert_allclose([float(k[1]) for k in keys], alpha, rtol=1e-5)
+    assert json.loads((out / "dfr-browser" / "tw.json").read_text())["alpha"] == pytest.approx(alpha.tolist())
+    with gzip.open(out / "state.gz", "rt") as f:
+        f.readline()
+        assert [float(a) for a in f.readline()[9:].split()] == pytest.approx(alpha.tolist())
+    rows = np.array([[float(x) for x in line.split("\t")[2:]] for line in (out / "doc_topics.txt").read_text().splitlines()])
+    for first, indptr, topics, weights, lengths in DocTopics(dt).iter_blocks():
+        for i in range(len(lengths)):
+            expected = alpha / (lengths[i] + alpha.sum())  # a topic left out: its own prior share
+            expected[topics[indptr[i]:indptr[i + 1]]] = weights[indptr[i]:indptr[i + 1]]
+            np.testing.assert_allclose(rows[first + i], expected, rtol=1e-5)
