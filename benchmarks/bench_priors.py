@@ -115,6 +115,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-k", "--topics", type=int, action="append", required=True)
     parser.add_argument("--seconds", type=float, default=60.0, help="training wall time per system")
+    parser.add_argument("--store", help="an existing store (default: ingest --corpus once into --cache)")
     parser.add_argument("--corpus", default=str(REUTERS))
     parser.add_argument("--section-tokens", type=int, default=0, help="cut documents into sections (books)")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bigtopics-bench"))
@@ -126,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    store = peers.ensure_store(Path(args.corpus), cache, args.section_tokens)
+    store = Path(args.store) if args.store else peers.ensure_store(Path(args.corpus), cache, args.section_tokens)
     train_store, heldout_path = peers.prepare_split(store, args.heldout_docs, args.seed, cache)
     heldout, _ = peers.load_heldout(heldout_path)
     work = Path(tempfile.mkdtemp(prefix="priors-", dir=cache))
@@ -151,7 +152,8 @@ def main() -> None:
             result = {"system": name, "k": k, "seconds": round(seconds, 1), unit: steps,
                       "alpha_sum": float(np.sum(np.broadcast_to(alpha, (k,)))), "eta": eta,
                       **score(p, alpha, heldout, train_store, args.seed),
-                      "corpus": Path(args.corpus).parent.name, "machine": platform.node()}
+                      "corpus": Path(args.store).name if args.store else Path(args.corpus).parent.name,
+                      "machine": platform.node()}
             print(json.dumps(result), flush=True)
             if args.output:
                 with open(args.output, "a") as f:

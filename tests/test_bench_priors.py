@@ -1,0 +1,38 @@
+"""benchmarks/bench_priors.py runs end to end on a tiny synthetic store."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bigtopics.synth import CorpusSpec, write_corpus
+
+pytestmark = pytest.mark.slow  # a benchmark smoke test
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_priors.py"
+
+
+def test_bench_priors_scores_every_system_and_measures_the_update(tmp_path):
+    store = tmp_path / "tiny.zarr"
+    write_corpus(CorpusSpec(n_docs=400, n_topics=4, n_words=200, mean_length=30, seed=5, alpha_skew=1.0), store,
+                 "store")
+    systems = "bigtopics,bigtopics-fixed,bigtopics-learned" + (
+        ",tomotopy,tomotopy-fixed" if importlib.util.find_spec("tomotopy") else "")
+    output = tmp_path / "priors.jsonl"
+    common = [sys.executable, str(SCRIPT), "--store", str(store), "-k", "4", "--seconds", "2", "--heldout-docs", "40",
+              "--cache", str(tmp_path / "cache")]
+    out = subprocess.run([*common, "--systems", systems, "--output", str(output)], capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [r["system"] for r in results] == systems.split(",")
+    for r in results:
+        assert r["left-to-right"] < 0 and r["completion"] < 0 and r["coherence"] < 0 and r["seconds"] >= 2
+    fixed = next(r for r in results if r["system"] == "bigtopics-fixed")
+    assert fixed["alpha_sum"] == pytest.approx(5.0) and fixed["eta"] == 0.01
+    out = subprocess.run([*common, "--update-cost"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "K=4:" in out.stdout and "a minibatch" in out.stdout
