@@ -145,10 +145,11 @@ def mh_topic(state, current, w, i, n_counted, alpha, n_steps, n_dk, z, view):
 
 
 @document_kernel
-def sample_document(entry_words, entry_counts, alpha, burnin, samples, mh_steps, seed, view,
+def sample_document(entry_words, entry_counts, alpha, burnin, samples, rare_first, mh_steps, seed, view,
                     n_dk, doc_topics, topic_slot, doc_cum, z, z_saved, tally, out_words, out_topics, out_counts):
-    """Sample one document like kernels/gibbs.py sample_document (sequential initialisation,
-    `burnin` discarded sweeps, `samples` saved sweeps, the same output), each token's topic
+    """Sample one document like kernels/gibbs.py sample_document (sequential initialisation, the
+    tokens from the last to the first with rare_first, `burnin` discarded sweeps, `samples` saved
+    sweeps, the same output), each token's topic
     drawn exactly (mh_steps = 0) or by mh_steps Metropolis-Hastings steps.
 
     Scratch n_dk / tally / topic_slot must be zero / zero / -1 on entry and are left that way;
@@ -160,22 +161,28 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, mh_steps,
     for e in range(entry_words.shape[0]):
         n_tokens += entry_counts[e]
     for sweep in range(-1, burnin + samples):  # sweep -1 is the sequential initialisation
-        i = 0
-        for e in range(entry_words.shape[0]):
+        backwards = sweep < 0 and rare_first
+        i, i_step = (n_tokens - 1, -1) if backwards else (0, 1)
+        n_entries = entry_words.shape[0]
+        for step in range(n_entries):
+            e = n_entries - 1 - step if backwards else step
             w = entry_words[e]
             for _ in range(entry_counts[e]):
-                if sweep < 0:  # each token sees only the tokens before it
-                    current, n_counted = -1, i
+                if sweep < 0:  # each token sees only the tokens placed before it
+                    current, n_counted = -1, n_tokens - 1 - i if backwards else i
                 else:
                     current, n_counted = z[i], n_tokens - 1
                     n_doc_topics = add_token(current, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
-                if mh_steps > 0:
+                if mh_steps > 0 and backwards:  # the tokens placed so far are z[i + 1:]
+                    state, k = mh_topic(state, current, w, n_counted, n_counted, alpha, mh_steps, n_dk, z[i + 1:],
+                                        view)
+                elif mh_steps > 0:
                     state, k = mh_topic(state, current, w, i, n_counted, alpha, mh_steps, n_dk, z, view)
                 else:
                     state, k = exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum)
                 z[i] = k
                 n_doc_topics = add_token(k, 1, n_dk, doc_topics, topic_slot, n_doc_topics)
-                i += 1
+                i += i_step
         if sweep >= burnin:
             base = (sweep - burnin) * n_tokens
             for i in range(n_tokens):
@@ -186,8 +193,8 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, mh_steps,
 
 @njit(cache=True)
 def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, alpha, burnin,
-                     samples, mh_steps, max_doc_tokens, view, out_words, out_topics, out_counts, out_n_pairs,
-                     out_saved):
+                     samples, rare_first, mh_steps, max_doc_tokens, view, out_words, out_topics, out_counts,
+                     out_n_pairs, out_saved):
     """One worker's part of sample_minibatch: documents first..last - 1, one after another, with
     one set of scratch (kernels/doc_state.py) allocated here and reused."""
     n_topics = view[6].shape[0]
@@ -200,14 +207,14 @@ def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_s
         base = token_starts[d] * samples
         top = token_starts[d + 1] * samples
         out_n_pairs[d] = sample_document(
-            entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, mh_steps, doc_seeds[d], view,
+            entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, rare_first, mh_steps, doc_seeds[d], view,
             n_dk, doc_topics, topic_slot, doc_cum, z, out_saved[base:top], tally,
             out_words[base:top], out_topics[base:top], out_counts[base:top])
 
 
 @njit(parallel=True)
 def sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, worker_bounds,
-                     alpha, burnin, samples, mh_steps, max_doc_tokens, view,
+                     alpha, burnin, samples, rare_first, mh_steps, max_doc_tokens, view,
                      out_words, out_topics, out_counts, out_n_pairs, out_saved):
     """Sample every document of the minibatch: worker i takes the static, contiguous range
     worker_bounds[i]..worker_bounds[i + 1] - 1 (sample_documents); document d writes its pairs
@@ -215,5 +222,5 @@ def sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_se
     the number of workers (as kernels/gibbs.py _sample_minibatch)."""
     for worker in prange(worker_bounds.shape[0] - 1):
         sample_documents(worker_bounds[worker], worker_bounds[worker + 1], doc_indptr, entry_words, entry_counts,
-                         token_starts, doc_seeds, alpha, burnin, samples, mh_steps, max_doc_tokens, view,
+                         token_starts, doc_seeds, alpha, burnin, samples, rare_first, mh_steps, max_doc_tokens, view,
                          out_words, out_topics, out_counts, out_n_pairs, out_saved)

@@ -283,7 +283,7 @@ def change_scratch(n_topics):
 
 
 @document_kernel
-def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, frozen,
+def sample_document(entry_words, entry_counts, alpha, burnin, samples, rare_first, seed, frozen,
                     n_dk, doc_topics, topic_slot, z, z_coef, z_saved, word_cum, word_topic, word_coef, tally,
                     change_slot, change_topics, change_counts, change_coef,
                     out_words, out_topics, out_counts):
@@ -291,7 +291,10 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
 
     The document is given as entries (word, count); its tokens are the entries' words repeated.
     Initialisation is sequential, p(z_i = k) ∝ (alpha + #{j < i: z_j = k}) beta[k, w_i] with
-    beta[k, w] = smoothing[k] + coef[k, w] the frozen view's estimate (module docstring); then
+    beta[k, w] = smoothing[k] + coef[k, w] the frozen view's estimate (module docstring), over
+    the tokens in order or, with rare_first, from the last to the first (word ids are ordered by
+    frequency, so the rarest words, which say most about the document's topics, are placed first
+    and the frequent words shared by all topics join them); then
     `burnin` sweeps are discarded and `samples` sweeps saved. Emits, per (word, topic) pair, the
     number of (token, saved sweep) assignments, so Nhat[k,w] = out_count / samples
     (kernels/doc_state.py finish_document).
@@ -315,8 +318,11 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
             for j in range(n_doc_topics):
                 k = doc_topics[j]
                 doc_mass += n_dk[k] * smoothing[k]
-        i = 0
-        for e in range(entry_words.shape[0]):
+        backwards = sweep < 0 and rare_first  # the tokens from the last to the first
+        i, i_step = (n_tokens - 1, -1) if backwards else (0, 1)
+        n_entries = entry_words.shape[0]
+        for step in range(n_entries):
+            e = n_entries - 1 - step if backwards else step
             w = entry_words[e]
             count = entry_counts[e]
             share = forget_share(share, change_slot, change_topics)
@@ -338,7 +344,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
                 if t + 1 < count:
                     share = note_change(share, k, 1, z_coef[i], change_slot, change_topics, change_counts,
                                         change_coef)
-                i += 1
+                i += i_step
         if sweep >= burnin:
             base = (sweep - burnin) * n_tokens
             for i in range(n_tokens):
@@ -350,8 +356,8 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, seed, fro
 
 @njit(cache=True)
 def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, alpha, burnin,
-                     samples, max_doc_tokens, max_row, frozen, out_words, out_topics, out_counts, out_n_pairs,
-                     out_saved):
+                     samples, rare_first, max_doc_tokens, max_row, frozen, out_words, out_topics, out_counts,
+                     out_n_pairs, out_saved):
     """One worker's part of _sample_minibatch: documents first..last - 1, one after another, with
     one set of scratch (kernels/doc_state.py, change_scratch) allocated here and reused."""
     n_topics = frozen[4].shape[0]
@@ -365,7 +371,7 @@ def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_s
         base = token_starts[d] * samples
         top = token_starts[d + 1] * samples
         out_n_pairs[d] = sample_document(
-            entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, doc_seeds[d], frozen,
+            entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, rare_first, doc_seeds[d], frozen,
             n_dk, doc_topics, topic_slot, z, z_coef, out_saved[base:top], word_cum, word_topic, word_coef, tally,
             change_slot, change_topics, change_counts, change_coef,
             out_words[base:top], out_topics[base:top], out_counts[base:top])
@@ -373,7 +379,7 @@ def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_s
 
 @njit(parallel=True)
 def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds,
-                      worker_bounds, alpha, burnin, samples, max_doc_tokens, max_row, frozen,
+                      worker_bounds, alpha, burnin, samples, rare_first, max_doc_tokens, max_row, frozen,
                       out_words, out_topics, out_counts, out_n_pairs, out_saved):
     """Sample every document of the minibatch: worker i takes the static, contiguous range
     worker_bounds[i]..worker_bounds[i + 1] - 1 (sample_documents).
@@ -384,5 +390,5 @@ def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_s
     """
     for worker in prange(worker_bounds.shape[0] - 1):
         sample_documents(worker_bounds[worker], worker_bounds[worker + 1], doc_indptr, entry_words, entry_counts,
-                         token_starts, doc_seeds, alpha, burnin, samples, max_doc_tokens, max_row, frozen,
-                         out_words, out_topics, out_counts, out_n_pairs, out_saved)
+                         token_starts, doc_seeds, alpha, burnin, samples, rare_first, max_doc_tokens, max_row,
+                         frozen, out_words, out_topics, out_counts, out_n_pairs, out_saved)

@@ -25,6 +25,11 @@ from ..stats import PriorCounts, StepResult
 from .base import LocalStep, check, option
 
 SAMPLERS = ("buckets", "alias", "mh")
+# The order in which a document's tokens are first placed: "store" (ascending word id, so the most
+# frequent words first) or "rare-first" (the reverse: on a corpus whose topics share their frequent
+# words it recovered the topics better with a larger eta; benchmarks/RESULTS.md, "Topics that share
+# their frequent words").
+INIT_ORDERS = ("store", "rare-first")
 # (batch_size, burnin, samples) when not given, by exclude_own (benchmarks/RESULTS.md, "Choosing
 # the defaults"). A single pass: 1024 documents and 3 + 3 sweeps, ahead of 2 + 2 at every budget
 # and level with 4 + 4 per second. Revisiting documents without their own statistics, 4 + 4
@@ -45,6 +50,8 @@ class GibbsStep(LocalStep):
                                 choices=BETA_ESTIMATES)
     mh_steps: int = option("mh: Metropolis-Hastings steps per token, alternately word and document proposals  "
                            "[default: 2]")
+    init_order: str = option("the order of the sequential initialisation: the store's (most frequent words "
+                             "first) or rare-first  [default: store]", choices=INIT_ORDERS)
     burnin: int = option("sweeps discarded per document  [default: 3; 4 with --exclude-own]")
     samples: int = option("sweeps averaged per document  [default: 3; 4 with --exclude-own]")
     exclude_own: bool = option(
@@ -58,6 +65,7 @@ class GibbsStep(LocalStep):
         _, burnin, samples = SAMPLING_DEFAULTS[exclude_own]
         return replace(self, sampler=self.sampler or "buckets", beta_estimate=self.beta_estimate or "mean",
                        mh_steps=2 if self.mh_steps is None else self.mh_steps,
+                       init_order=self.init_order or "store",
                        burnin=burnin if self.burnin is None else self.burnin,
                        samples=samples if self.samples is None else self.samples, exclude_own=exclude_own)
 
@@ -68,6 +76,8 @@ class GibbsStep(LocalStep):
               f"--sampler: unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
         check(self.beta_estimate in BETA_ESTIMATES, f"--beta-estimate: unknown estimate of beta "
               f"{self.beta_estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}")
+        check(self.init_order in INIT_ORDERS,
+              f"--init-order: unknown order {self.init_order!r}; choose one of {', '.join(INIT_ORDERS)}")
         check_integer(self.mh_steps, "--mh-steps", 1, MAX_SWEEPS)
         check_integer(self.burnin, "--burnin", 0, MAX_SWEEPS)
         check_integer(self.samples, "--samples", 1, MAX_SWEEPS)
@@ -93,7 +103,8 @@ class GibbsStep(LocalStep):
     def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
             n_workers: int, prior_counts: tuple[str, ...] = ()) -> StepResult:
         tallies = gibbs_sample(batch, frozen, doc_seeds, alpha=alpha, burnin=self.burnin, samples=self.samples,
-                               sampler=self.sampler, mh_steps=self.mh_steps, n_workers=n_workers)
+                               sampler=self.sampler, mh_steps=self.mh_steps, rare_first=self.init_order == "rare-first",
+                               n_workers=n_workers)
         words, topics, counts = merge_pairs(tallies.words, tallies.topics, tallies.counts, tallies.starts,
                                             tallies.sizes, len(frozen.words), frozen.n_topics)
         last_sweep = counted = None
@@ -136,6 +147,7 @@ def gibbs_sample(
     samples: int,
     sampler: str = "buckets",
     mh_steps: int = 2,
+    rare_first: bool = False,
     n_workers: int = 1,
 ) -> DocumentTallies:
     """Sparse Gibbs sampling of every document of the batch.
@@ -145,7 +157,8 @@ def gibbs_sample(
     tables ("alias") or by mh_steps Metropolis-Hastings steps with alias proposals ("mh"; both in
     kernels/alias_gibbs.py). Documents are split into n_workers contiguous ranges of about equal
     token counts, each sampled by one numba thread; every document has its own random stream and
-    its own output slot, so the result does not depend on n_workers.
+    its own output slot, so the result does not depend on n_workers. With rare_first each
+    document's initialisation places its tokens from the last (rarest word) to the first.
     """
     if samples < 1:
         raise ValueError("samples must be at least 1")
@@ -171,7 +184,7 @@ def gibbs_sample(
         view, alpha = frozen.prior_view(alpha)
         _sample_minibatch(
             batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, alpha, int(burnin),
-            int(samples), max_doc_tokens, int(row_lengths.max(initial=1)), view, out_words,
+            int(samples), bool(rare_first), max_doc_tokens, int(row_lengths.max(initial=1)), view, out_words,
             out_topics, out_counts, out_n_pairs, out_saved,
         )
     else:
@@ -179,8 +192,8 @@ def gibbs_sample(
             raise ValueError(f"the {sampler} sampler takes a symmetric alpha only")
         alias_sample_minibatch(
             batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
-            int(samples), int(mh_steps) if sampler == "mh" else 0, max_doc_tokens, frozen.alias_view(),
-            out_words, out_topics, out_counts, out_n_pairs, out_saved,
+            int(samples), bool(rare_first), int(mh_steps) if sampler == "mh" else 0, max_doc_tokens,
+            frozen.alias_view(), out_words, out_topics, out_counts, out_n_pairs, out_saved,
         )
     return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs, samples,
                            out_saved)
