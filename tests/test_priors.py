@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import zarr
 from click.testing import CliRunner
 
 from bigtopics.cli import main
@@ -20,7 +21,8 @@ from bigtopics.kernels.evaluate import word_mass
 from bigtopics.kernels.gibbs import draw_topic
 from bigtopics.model import load_model
 from bigtopics.priors import MAX_ITERATIONS, TOLERANCE, LearnedPriors, alpha_histograms, eta_histograms
-from bigtopics.settings import TrainSettings
+from bigtopics.settings import TrainSettings, recorded_settings
+from bigtopics.store import StoreError
 from bigtopics.stats import PriorCounts
 from bigtopics.synth import CorpusSpec, topic_recovery, truth_path, write_corpus
 from bigtopics.trainer import resume, train
@@ -258,3 +260,21 @@ def test_topics_sorted_by_alpha_and_the_model_records_it(skewed, tmp_path):
     assert out.exit_code == 0, out.output
     page = (run / "report.html").read_text()
     assert "alpha learned" in page and all(f'data-v="{a}"' in page for a in model.alpha)
+
+
+def test_a_run_recorded_before_learned_priors_keeps_its_fixed_alpha():
+    record = {"settings": {"n_topics": 5, "local_step": "gibbs", "step_options": {}, "alpha": 1.0, "eta": 0.01}}
+    assert recorded_settings(record).optimize_alpha is False
+    assert TrainSettings(n_topics=5).optimize_alpha is True
+
+
+def test_a_model_whose_alpha_has_the_wrong_length_is_one_line(skewed, tmp_path):
+    run = tmp_path / "run"
+    train(skewed, run, TrainSettings(**(LEARNING | {"epochs": 1, "checkpoint_every": "30m"})), quiet=True)
+    group = zarr.open_group(run / "model.zarr", mode="r+")
+    group.attrs["alpha"] = [0.1, 0.2]
+    with pytest.raises(StoreError, match="alpha has 2 values for 6 topics"):
+        load_model(run)
+    group.attrs["alpha"] = [0.1] * 5 + [-1.0]
+    with pytest.raises(StoreError, match="must be finite and positive"):
+        load_model(run)
