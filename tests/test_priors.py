@@ -20,10 +20,16 @@ from bigtopics.kernels.dirichlet import (
 from bigtopics.kernels.evaluate import word_mass
 from bigtopics.kernels.gibbs import draw_topic
 from bigtopics.model import load_model
-from bigtopics.priors import MAX_ITERATIONS, TOLERANCE, LearnedPriors, alpha_histograms, eta_histograms
+from bigtopics.priors import (
+    MAX_ITERATIONS,
+    TOLERANCE,
+    LearnedPriors,
+    alpha_histograms,
+    eta_histograms,
+)
 from bigtopics.settings import TrainSettings, recorded_settings
-from bigtopics.store import StoreError
 from bigtopics.stats import PriorCounts
+from bigtopics.store import StoreError
 from bigtopics.synth import CorpusSpec, topic_recovery, truth_path, write_corpus
 from bigtopics.trainer import resume, train
 
