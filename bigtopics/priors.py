@@ -46,9 +46,9 @@ def histogram(values: np.ndarray, items: np.ndarray | None = None) -> tuple[np.n
 
 def alpha_histograms(counts: PriorCounts) -> tuple[np.ndarray, ...]:
     """(topic, count, weight) of the documents' n_dk and (length, weight) of their N_d > 0."""
-    lengths = np.add.reduceat(counts.doc_counts, np.cumsum(counts.doc_sizes) - counts.doc_sizes) \
-        if len(counts.doc_counts) else np.zeros(0, np.int64)
-    return (*histogram(counts.doc_counts, counts.doc_topics), *histogram(lengths[counts.doc_sizes > 0]))
+    n_docs = len(counts.doc_sizes)
+    lengths = np.bincount(np.repeat(np.arange(n_docs), counts.doc_sizes), weights=counts.doc_counts, minlength=n_docs)
+    return (*histogram(counts.doc_counts, counts.doc_topics), *histogram(lengths[lengths > 0]))
 
 
 def eta_histograms(counts: PriorCounts, n_topics: int) -> tuple[np.ndarray, ...]:
