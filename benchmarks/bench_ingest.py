@@ -154,7 +154,7 @@ def kill_trials(corpus: Path, n_trials: int, workers: int, seed: int = 0) -> Non
     with tempfile.TemporaryDirectory(dir=corpus.parent) as tmp:
         out = Path(tmp) / "s.zarr"
         command = [sys.executable, "-m", "bigtopics.cli", "ingest", str(corpus), "-o", str(out), "--quiet",
-                   "--workers", str(workers), "--memory-limit", "64M"]
+                   "--workers", str(workers), "--memory-limit", "16M"]
         subprocess.run(command, check=True)  # (compiles the kernels)
         shutil.rmtree(out)
         start = time.perf_counter()
