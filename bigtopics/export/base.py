@@ -61,11 +61,6 @@ class Writer:
     option: str | None = None
 
 
-def alphas(model: Model) -> np.ndarray:
-    """alpha_k of every topic (K,): the model's alpha is one number, or K when learned."""
-    return np.broadcast_to(np.asarray(model.alpha, np.float64), (model.n_topics,))
-
-
 def topic_norms(model: Model) -> np.ndarray:
     """V eta + N[k]: the denominator of p(w | k)."""
     return model.n_words * model.eta + model.topic_totals()

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..diagnostics import top_word_ids
 from ..infer import DocTopics
-from .base import ExportContext, Writer, alphas, stored_counts, topic_counts, topic_norms
+from .base import ExportContext, Writer, stored_counts, topic_counts, topic_norms
 
 FOLDER = "dfr-browser"
 DT_ENTRIES_PER_PASS = 1 << 25
@@ -67,7 +67,7 @@ def write_dfr_topic_words(ctx: ExportContext, path: Path) -> None:
     model = ctx.model
     tw = [{"words": [str(w) for w in model.vocab[words]],
            "weights": np.rint(stored_counts(model, k, words)).astype(int).tolist()} for k, words in enumerate(ctx.top)]
-    path.write_text(json.dumps({"alpha": alphas(model).tolist(), "tw": tw}), encoding="utf-8")
+    path.write_text(json.dumps({"alpha": model.alpha_k.tolist(), "tw": tw}), encoding="utf-8")
 
 
 def write_dfr_doc_topics(dt: DocTopics, path: Path, entries_per_pass: int = DT_ENTRIES_PER_PASS) -> None:
@@ -207,7 +207,7 @@ def browser_info(ctx: ExportContext, condition: Condition) -> dict:
     return {
         "title": f"bigtopics: {ctx.run.name}",
         "meta_info": f"<p>{model.n_topics} topics over {store.n_docs:,} documents and {model.n_words:,} words "
-                     f"(sum of alpha {alphas(model).sum():g}, eta {model.eta:g}), exported by bigtopics from "
+                     f"(sum of alpha {model.alpha_k.sum():g}, eta {model.eta:g}), exported by bigtopics from "
                      f"{ctx.run.name}. Document weights are token counts, round(theta N_d).</p>",
         "VIS": vis,
     }

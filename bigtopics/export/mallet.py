@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import ExportContext, Writer, alphas
+from .base import ExportContext, Writer
 from .text import text_ids
 
 WORDS_PER_WRITE = 1 << 14
@@ -36,7 +36,7 @@ DENSE_CELLS_PER_PASS = 1 << 22  # documents x topics held at once by the doc_top
 
 
 def write_topic_keys(ctx: ExportContext, out: Path) -> None:
-    vocab, alpha = ctx.vocab_text, alphas(ctx.model)
+    vocab, alpha = ctx.vocab_text, ctx.model.alpha_k
     with open(out / "topic_keys.tsv", "w", encoding="utf-8") as f:
         for k, words in enumerate(ctx.top):
             f.write(f"{k}\t{alpha[k]:g}\t{' '.join(vocab[words])}\n")
@@ -88,7 +88,7 @@ def _dense_blocks(ctx: ExportContext):
     docs = max(1, DENSE_CELLS_PER_PASS // model.n_topics)
     for first, indptr, topics, weights, lengths in dt.iter_blocks(docs):
         ids = text_ids(store.doc_ids(first, first + len(lengths)))
-        yield first, ids, dense_proportions(indptr, topics, weights, lengths, alphas(model))
+        yield first, ids, dense_proportions(indptr, topics, weights, lengths, model.alpha_k)
 
 
 def write_doc_topics(ctx: ExportContext, out: Path) -> None:

@@ -28,7 +28,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from ..rundir import ASSIGNMENTS_DIR
-from .base import ExportContext, Writer, alphas, topic_norms
+from .base import ExportContext, Writer, topic_norms
 from .state import training_store
 
 MAX_WORDS = 64
@@ -103,7 +103,7 @@ def collect(ctx: ExportContext, top: np.ndarray) -> DocumentStatistics:
     store = training_store(ctx)
     unvisited = np.iinfo(saved.dtype).max
     stats = DocumentStatistics(model.n_topics, model.n_words, top)
-    alpha = np.asarray(alphas(model))
+    alpha = model.alpha_k
     for block in store.iter_blocks():
         lo, hi = int(offsets[block.start]), int(offsets[block.start + block.n_docs])
         topics = np.asarray(saved[lo:hi]).astype(np.int64)

@@ -17,7 +17,7 @@ import numpy as np
 import zarr
 
 from ..store import CSR_ENCODING, default_compressors
-from .base import ExportContext, Writer, alphas, json_line, stored_counts, topic_label, topic_norms
+from .base import ExportContext, Writer, json_line, stored_counts, topic_label, topic_norms
 
 # dimension names of topic_word.zarr's arrays, as xarray reads them
 DIMENSIONS = {"indptr": "topic_bound", "indices": "entry", "data": "entry", "smoothing": "topic"}
@@ -54,7 +54,7 @@ def write_vocab(ctx: ExportContext, out: Path) -> None:
 
 def write_topics_jsonl(ctx: ExportContext, out: Path) -> None:
     model = ctx.model
-    norms, totals, alpha = topic_norms(model), model.topic_totals(), alphas(model)
+    norms, totals, alpha = topic_norms(model), model.topic_totals(), model.alpha_k
     with open(out / "topics.jsonl", "w", encoding="utf-8") as f:
         for k, words in enumerate(ctx.top):
             record = {"topic": k, "label": topic_label(model, words), "top_words": [str(w) for w in model.vocab[words]],

@@ -28,7 +28,7 @@ import numpy as np
 from ..outputs import is_url
 from ..rundir import ASSIGNMENTS_DIR, read_settings
 from ..store import Store, open_store
-from .base import ExportContext, Writer, alphas
+from .base import ExportContext, Writer
 from .text import escape_word
 
 NO_ASSIGNMENTS = ("{flag}: {run} keeps no per-token topics (only runs trained with --exclude-own, the default "
@@ -65,7 +65,7 @@ def write_state(ctx: ExportContext, out: Path) -> None:
     unvisited = np.iinfo(topics.dtype).max
     with gzip.open(out / "state.gz", "wt", encoding="utf-8", compresslevel=6) as f:
         f.write("#doc source pos typeindex type topic\n")
-        f.write("#alpha : " + "".join(f"{a!r} " for a in alphas(model).tolist()) + "\n")
+        f.write("#alpha : " + "".join(f"{a!r} " for a in model.alpha_k.tolist()) + "\n")
         f.write(f"#beta : {model.eta!r}\n")
         middles = [f" {w} {word} " for w, word in enumerate(vocab)]  # " typeindex type ", once per word
         for block in store.iter_blocks():
