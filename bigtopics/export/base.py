@@ -66,9 +66,10 @@ def topic_norms(model: Model) -> np.ndarray:
     return model.n_words * model.eta + model.topic_totals()
 
 
-def stored_counts(model: Model, k: int, words: np.ndarray) -> np.ndarray:
-    """N[k, w] for the given word ids (0 where not stored)."""
-    stored, values = model.topic_entries(k)
+def stored_counts(model: Model, k: int, words: np.ndarray, entries=None) -> np.ndarray:
+    """N[k, w] for the given word ids (0 where not stored); `entries`: model.topic_entries(k)
+    if the caller has read them already."""
+    stored, values = entries if entries is not None else model.topic_entries(k)
     position = np.minimum(np.searchsorted(stored, words), max(len(stored) - 1, 0))
     hit = (position < len(stored)) & (stored[position] == words) if len(stored) else np.zeros(len(words), bool)
     return np.where(hit, values[position] if len(stored) else 0.0, 0.0)

@@ -28,7 +28,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from ..rundir import ASSIGNMENTS_DIR
-from .base import ExportContext, Writer, topic_norms
+from .base import ExportContext, Writer, stored_counts, topic_norms
 from .state import training_store
 
 MAX_WORDS = 64
@@ -148,7 +148,7 @@ def write_diagnostics(ctx: ExportContext, out: Path) -> None:
     lines = ['<?xml version="1.0" encoding="UTF-8"?>\n<model>\n']
     for k in range(model.n_topics):
         words, values = model.topic_entries(k)
-        counts = np.array([dict(zip(words.tolist(), values.tolist())).get(w, 0.0) for w in top[k].tolist()])
+        counts = stored_counts(model, k, top[k], (words, values))
         t = tokens[k]
         p_all = _divide(values, t)
         uniform_words = _divide(counts, t) * np.log(_divide(counts * n_words, t))
