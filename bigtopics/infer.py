@@ -17,8 +17,8 @@ encoding, shape [n_docs, K]:
     doc_lengths int64 (n_docs)  tokens per document
 Each array names its dimension (dimension_names: doc_bound, entry, entry, doc) for xarray.open_zarr.
 Rows are NOT renormalised after thresholding: a row sums to 1 minus the mass of the topics left
-out (at least K alpha / (N_d + K alpha), the prior's share), so weights are comparable across
-documents; an empty document has an empty row.
+out (each at least alpha_k / (N_d + sum_k alpha_k), the prior's share), so weights are comparable
+across documents; an empty document has an empty row.
 
 Resuming: every run of store blocks of about PART_TOKENS tokens becomes a part file
 `part-<first doc>.npz`, written atomically, in
@@ -264,7 +264,8 @@ def _infer_locked(model: Model, store: Store, output: Location, parts: Path, set
                if not _usable_part(parts / _part_name(s), min(docs_per_part, store.n_docs - s), model.n_topics)]
     for s in damaged:
         (parts / _part_name(s)).unlink(missing_ok=True)
-    todo = [s for s in starts if s not in set(present) - set(damaged)]
+    reused = set(present) - set(damaged)
+    todo = [s for s in starts if s not in reused]
     done_docs = store.n_docs - sum(min(docs_per_part, store.n_docs - s) for s in todo)
     with connected(cluster, scheduler) as client:
         if client is None:
