@@ -55,7 +55,7 @@ from .local_steps.gibbs import gibbs_sample
 from .minibatch import Minibatch, gather_rows
 from .reader import read_ahead
 from .model import Model, alpha_attribute, load_model
-from .outputs import Location, NewGroup, OutputLock, check_output, locate
+from .outputs import Location, NewGroup, OutputLock, check_output, is_url, locate
 from .executors.cluster import connected
 from .progress import Progress
 from .stopping import InterruptsThatStick
@@ -402,3 +402,15 @@ class DocTopics:
                 block = (lo, indptr - a, np.asarray(self.group["indices"][a:b], np.int64),
                          np.asarray(self.group["data"][a:b], np.float64), np.asarray(self.group["doc_lengths"][lo:hi]))
             yield block
+
+    def source_store(self, store=None, n_topics: int | None = None, storage_options: dict | None = None) -> Store:
+        """The store these topics were inferred from (`store`, a path or URL, else the one recorded),
+        opened and checked to have their documents (and, given n_topics, their model's topics)."""
+        store = store or self.attrs.get("store")
+        if store is None or (not is_url(store) and not Path(store).exists()):
+            raise FileNotFoundError(f"the store {store} that {self.location} was inferred from is gone; give --store")
+        opened = open_store(store, storage_options)
+        if opened.n_docs != self.n_docs or (n_topics is not None and self.n_topics != n_topics):
+            raise StoreError(f"{self.location} ({self.n_docs:,} documents, {self.n_topics} topics) does not match "
+                             f"{opened.location} ({opened.n_docs:,} documents) and the model ({n_topics} topics)")
+        return opened

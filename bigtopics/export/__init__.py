@@ -30,9 +30,8 @@ from ..diagnostics import top_word_ids
 from ..evaluate import current_evaluation
 from ..infer import DocTopics
 from ..model import load_model
-from ..outputs import check_output, is_url
+from ..outputs import check_output
 from ..settings import check_integer, check_real
-from ..store import StoreError, open_store
 from . import dfr, mallet, mallet_diagnostics, model_files, pyldavis, search, state
 from .base import ExportContext, ExportOptions, Writer
 from .dfr import write_dfr_doc_topics
@@ -68,15 +67,7 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     output = Path(output)
     check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="export")
     dt = DocTopics(doc_topics, storage_options) if doc_topics else None
-    opened = None
-    if dt is not None:
-        store = store or dt.attrs.get("store")
-        if store is None or (not is_url(store) and not Path(store).exists()):
-            raise FileNotFoundError(f"the store {store} that {doc_topics} was inferred from is gone; give --store")
-        opened = open_store(store, storage_options)
-        if opened.n_docs != dt.n_docs or dt.n_topics != model.n_topics:
-            raise StoreError(f"{doc_topics} ({dt.n_docs:,} documents, {dt.n_topics} topics) does not match "
-                             f"{opened.location} ({opened.n_docs:,} documents) and the model ({model.n_topics} topics)")
+    opened = dt.source_store(store, model.n_topics, storage_options) if dt is not None else None
     ctx = ExportContext(run=run, model=model, options=options, diagnostics=_diagnostics(run, model, log), log=log,
                         dt=dt, store=opened,
                         top=[top_word_ids(model, k, options.top_words) for k in range(model.n_topics)])

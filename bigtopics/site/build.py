@@ -41,10 +41,9 @@ from ..atomic import publish_dir, temporary_sibling
 from ..evaluate import current_evaluation, evaluation_path
 from ..infer import DocTopics
 from ..model import alpha_attribute, load_model
-from ..outputs import check_output, is_url
+from ..outputs import check_output
 from ..progress import Progress
 from ..rundir import METRICS_NAME, read_metrics
-from ..store import StoreError, open_store
 from .collect import NAME_FIELDS, FieldTally, TopBooks, stream_books
 
 SITE_FORMAT_VERSION = 1
@@ -136,13 +135,7 @@ def build_site(run, output, *, doc_topics, store=None, n_words: int = 30, n_book
     output = Path(output)
     check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="site")
     dt = DocTopics(doc_topics, storage_options)
-    store = store or dt.attrs.get("store")
-    if store is None or (not is_url(store) and not Path(store).exists()):
-        raise FileNotFoundError(f"the store {store} that {doc_topics} was inferred from is gone; give --store")
-    store = open_store(store, storage_options)
-    if store.n_docs != dt.n_docs or dt.n_topics != model.n_topics:
-        raise StoreError(f"{doc_topics} ({dt.n_docs:,} documents, {dt.n_topics} topics) does not match "
-                         f"{store.location} ({store.n_docs:,} documents) and the model ({model.n_topics} topics)")
+    store = dt.source_store(store, model.n_topics, storage_options)
     evaluation, notice = current_evaluation(run, model)
     if notice:
         log(notice)
