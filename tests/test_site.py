@@ -129,6 +129,16 @@ def test_weight_over_a_field_is_the_share_of_its_tokens(built):
     assert len(rows) == len(tokens) * dt.n_topics
 
 
+def test_site_json_counts_the_folder(built):
+    _, dt_path, out, store = built
+    marker = json.loads((out / "site.json").read_text())
+    site = read_data(out / "data" / "site.js")[1]
+    # site.js and fields.js, a page of data per topic, the shards of books and of titles
+    assert marker["data_files"] == 2 + site["n_topics"] + len(site["book_shards"]) + site["title_shards"]
+    assert marker["data_files"] == len(list((out / "data").rglob("*.js")))
+    assert marker["n_docs"] == store.n_docs and marker["n_books"] == len(books_of(out)) == site["n_books"]
+
+
 def test_csv_downloads(built):
     _, dt_path, out, store = built
     dt = DocTopics(dt_path)

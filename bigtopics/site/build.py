@@ -208,7 +208,7 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
     }
     (folder / "data" / "site.js").write_bytes(_js("site", summary))
     return {"n_topics": K, "n_books": n_book_total, "n_docs": store.n_docs,
-            "data_files": len(books.starts) + len(titles.starts) + K + 1}
+            "data_files": sum(1 for _ in (folder / "data").rglob("*.js"))}  # site.js, fields.js, shards, topics
 
 
 def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopBooks, n_words: int) -> list:
