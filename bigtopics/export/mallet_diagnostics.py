@@ -27,6 +27,7 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 
+from ..infer import posterior_mean
 from ..rundir import ASSIGNMENTS_DIR
 from .base import ExportContext, Writer, stored_counts, topic_norms
 from .state import training_store
@@ -75,7 +76,7 @@ class DocumentStatistics:
         first = np.lexsort((topic, -counts, doc))  # per document the largest count, the lowest topic on ties
         starts = first[np.flatnonzero(np.diff(doc[first], prepend=-1))]
         self.rank1 += np.bincount(topic[starts], minlength=k)
-        share = (alpha[topic] + counts) / (alpha.sum() + doc_lengths[doc])
+        share = posterior_mean(alpha, k, topic, counts, doc_lengths[doc])
         for i, threshold in enumerate(DOC_PROPORTIONS):
             self.at_proportion[:, i] += np.bincount(topic[share >= threshold], minlength=k)
         position = self._top_position(topics, words)
