@@ -122,12 +122,20 @@ def training_summary(model: Model) -> str:
     document visits (10.00 epochs), 3,318,670 tokens"."""
     progress = model.attrs.get("progress") or {}
     visits, tokens = int(progress.get("docs_seen", 0)), int(progress.get("tokens_seen", 0))
-    n_docs = (model.attrs.get("store_fingerprint") or {}).get("n_docs")
-    if not n_docs:
+    training = training_documents(model)
+    if training is None:
         return f"trained on {visits:,} document visits, {tokens:,} tokens"
-    training = max(int(n_docs) - int((model.attrs.get("settings") or {}).get("heldout", 0)), 1)
     return (f"trained on {training:,} documents: {visits:,} document visits ({visits / training:.2f} epochs), "
             f"{tokens:,} tokens")
+
+
+def training_documents(model: Model, n_docs: int | None = None) -> int | None:
+    """The documents the model is trained on: those of its training store (as the model records
+    it, else `n_docs`) less the held-out ones, at least 1; None if neither gives the number."""
+    n_docs = (model.attrs.get("store_fingerprint") or {}).get("n_docs") or n_docs
+    if not n_docs:
+        return None
+    return max(int(n_docs) - int((model.attrs.get("settings") or {}).get("heldout", 0)), 1)
 
 
 def document_names(store, doc_numbers) -> dict[int, str]:

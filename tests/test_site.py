@@ -137,6 +137,7 @@ def test_site_json_counts_the_folder(built):
     assert marker["data_files"] == 2 + site["n_topics"] + len(site["book_shards"]) + site["title_shards"]
     assert marker["data_files"] == len(list((out / "data").rglob("*.js")))
     assert marker["n_docs"] == store.n_docs and marker["n_books"] == len(books_of(out)) == site["n_books"]
+    assert site["epochs"] == 2.0  # --epochs 2 over the documents not held out (report.training_documents)
 
 
 def test_csv_downloads(built):

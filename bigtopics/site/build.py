@@ -43,6 +43,7 @@ from ..infer import DocTopics
 from ..model import alpha_attribute, load_model
 from ..outputs import check_output
 from ..progress import Progress
+from ..report import training_documents
 from ..rundir import METRICS_NAME, read_metrics
 from .collect import NAME_FIELDS, FieldTally, TopBooks, stream_books
 
@@ -248,9 +249,10 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
 
 
 def _epochs(model, n_docs: int) -> float:
-    """Passes over the training documents so far: document visits over the documents not held out."""
+    """Passes over the training documents so far: document visits over the documents not held out
+    (of the store the model was trained on; `n_docs`, the site's store, if it does not record it)."""
     visits = (model.attrs.get("progress") or {}).get("docs_seen", 0)
-    return visits / max(n_docs - (model.attrs.get("settings") or {}).get("heldout", 0), 1)
+    return visits / training_documents(model, max(n_docs, 1))
 
 
 def _file_name(name: str) -> str:
