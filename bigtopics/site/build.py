@@ -9,6 +9,7 @@ folder.
     site.json                 what wrote the folder (how `--overwrite` recognises it), counts
     data/site.js              run summary, topics (words, size, coherence), fields, training curve,
                               the first book of every shard of books
+    data/fields.js            each charted metadata field's values and their tokens
     data/topics/<k>.js        topic k: its top words with p(w|k), its weight over each metadata
                               field, the books most about it with their sections most about it
     data/books/<shard>.js     BOOKS_PER_SHARD books (fewer when they hold many sections): each
