@@ -73,7 +73,7 @@ def assert_same_store(a: Store, b: Store):
     assert a.group["indices"].chunks == b.group["indices"].chunks
 
 
-def one_line_error(result, exit_code: int = 2) -> str:
+def one_line_error(result, exit_code: int = 1) -> str:  # 1: a failure at run time (cli.user_errors)
     assert result.exit_code == exit_code, result.output
     assert "Traceback" not in result.output
     lines = result.output.strip().splitlines()

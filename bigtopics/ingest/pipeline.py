@@ -18,6 +18,7 @@ from pathlib import Path
 from ..memory import budget_bytes, peak_rss_bytes
 from ..outputs import check_output, locate
 from ..readers import FormatOptions, InputReader
+from ..settings import OptionError
 from ..tokenizer import TokenizerSettings
 from .report import IngestReport
 from .resume import prepare_spill_dir
@@ -150,19 +151,19 @@ def _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens,
                     memory_limit) -> None:
     check_output(output, overwrite, inputs, kind="store")
     if memory_limit is not None and memory_limit < MIN_BUDGET:
-        raise ValueError(f"--memory-limit must be at least {MIN_BUDGET >> 20} MiB")
+        raise OptionError(f"--memory-limit must be at least {MIN_BUDGET >> 20} MiB")
     if workers < 0:
-        raise ValueError("--workers must be at least 1 (or 0: all cores)")
+        raise OptionError("--workers must be at least 1 (or 0: all cores)")
     if tokenizer.min_length < 1:
-        raise ValueError("--min-length must be at least 1")
+        raise OptionError("--min-length must be at least 1")
     if section_tokens is not None and section_tokens < 1:
-        raise ValueError("--section-tokens must be at least 1")
+        raise OptionError("--section-tokens must be at least 1")
     if section_tokens and formats.format == "bow-jsonl":
-        raise ValueError("--section-tokens needs running text; bow-jsonl documents have no word order")
+        raise OptionError("--section-tokens needs running text; bow-jsonl documents have no word order")
     if pruning.min_df < 1 or not 0 < pruning.max_df <= 1 or (pruning.max_vocab is not None and pruning.max_vocab < 1):
-        raise ValueError("need --min-df >= 1, 0 < --max-df <= 1 and --max-vocab >= 1")
+        raise OptionError("need --min-df >= 1, 0 < --max-df <= 1 and --max-vocab >= 1")
     if tokenizer.token_pattern:
         try:
             re.compile(tokenizer.token_pattern)
         except re.error as e:
-            raise ValueError(f"--token-pattern {tokenizer.token_pattern!r}: {e}") from None
+            raise OptionError(f"--token-pattern {tokenizer.token_pattern!r}: {e}") from None
