@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..diagnostics import top_word_ids
 from ..infer import DocTopics
 from ..model import Model
 from ..store import Store
@@ -64,6 +65,21 @@ class Writer:
 def topic_norms(model: Model) -> np.ndarray:
     """V eta + N[k]: the denominator of p(w | k)."""
     return model.n_words * model.eta + model.topic_totals()
+
+
+def topic_word_probabilities(model: Model, words: np.ndarray) -> np.ndarray:
+    """p(w | k) = (eta + N[k, w]) / (V eta + N[k]) of the given (ascending) word ids in every
+    topic: dense, K x len(words)."""
+    indptr, topics, values = model.rows(words)
+    p = np.full((model.n_topics, len(words)), model.eta)
+    p[topics, np.repeat(np.arange(len(words)), np.diff(indptr))] += values
+    p /= topic_norms(model)[:, None]
+    return p
+
+
+def top_word_union(model: Model, n: int) -> np.ndarray:
+    """The ids of the words among some topic's n most probable, ascending."""
+    return np.unique(np.concatenate([top_word_ids(model, k, n) for k in range(model.n_topics)]))
 
 
 def stored_counts(model: Model, k: int, words: np.ndarray, entries=None) -> np.ndarray:

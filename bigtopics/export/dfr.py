@@ -33,9 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..diagnostics import top_word_ids
 from ..infer import DocTopics
-from .base import ExportContext, Writer, stored_counts, topic_counts, topic_norms
+from .base import ExportContext, Writer, stored_counts, top_word_union, topic_counts, topic_word_probabilities
 
 FOLDER = "dfr-browser"
 DT_ENTRIES_PER_PASS = 1 << 25
@@ -218,13 +217,10 @@ def topic_scaled(ctx: ExportContext) -> np.ndarray | None:
     over the union U of their top SCALED_WORDS words (each restricted distribution renormalised);
     None when K x |U| exceeds SCALED_CELLS."""
     model = ctx.model
-    words = np.unique(np.concatenate([top_word_ids(model, k, SCALED_WORDS) for k in range(model.n_topics)]))
+    words = top_word_union(model, SCALED_WORDS)
     if model.n_topics * len(words) > SCALED_CELLS:
         return None
-    indptr, topics, values = model.rows(words)
-    p = np.full((model.n_topics, len(words)), model.eta)
-    p[topics, np.repeat(np.arange(len(words)), np.diff(indptr))] += values
-    p /= topic_norms(model)[:, None]
+    p = topic_word_probabilities(model, words)
     roots = np.sqrt(p / p.sum(1, keepdims=True))
     gram = roots @ roots.T
     centred = gram - gram.mean(0) - gram.mean(1)[:, None] + gram.mean()

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..diagnostics import top_word_ids
-from .base import ExportContext, Writer, topic_norms
+from .base import ExportContext, Writer, top_word_union, topic_word_probabilities
 
 PYLDAVIS_TERMS = 30
 MAX_CELLS = 1 << 21
@@ -32,16 +31,13 @@ def pyldavis_terms(ctx: ExportContext) -> np.ndarray:
     model = ctx.model
     if model.n_topics * model.n_words <= MAX_CELLS:
         return np.arange(model.n_words)
-    return np.unique(np.concatenate([top_word_ids(model, k, PYLDAVIS_TERMS) for k in range(model.n_topics)]))
+    return top_word_union(model, PYLDAVIS_TERMS)
 
 
 def write_pyldavis(ctx: ExportContext, out: Path) -> None:
     model = ctx.model
     terms = pyldavis_terms(ctx)
-    indptr, topics, values = model.rows(terms)
-    dists = np.full((model.n_topics, len(terms)), model.eta)
-    dists[topics, np.repeat(np.arange(len(terms)), np.diff(indptr))] += values
-    dists /= topic_norms(model)[:, None]
+    dists = topic_word_probabilities(model, terms)
     vocab = [str(w) for w in model.vocab[terms]]
     if len(terms) < model.n_words:
         dists = np.concatenate([dists, np.maximum(1.0 - dists.sum(1, keepdims=True), 0.0)], axis=1)
