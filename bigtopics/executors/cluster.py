@@ -57,7 +57,11 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
 
             raise OptionError(f"--cluster {cluster!r}: give local:N (N worker processes)")
         local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None)
-        return Client(local)
+        try:
+            return Client(local)
+        except BaseException:  # (a Ctrl-C while connecting) the worker processes would outlive the command
+            local.close()
+            raise
     return Client(scheduler, timeout="10s")  # a running scheduler answers at once
 
 
