@@ -69,7 +69,7 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     dt = DocTopics(doc_topics, storage_options) if doc_topics else None
     opened = dt.source_store(store, model.n_topics, storage_options) if dt is not None else None
     ctx = ExportContext(run=run, model=model, options=options, diagnostics=_diagnostics(run, model, log), log=log,
-                        dt=dt, store=opened,
+                        dt=dt, store=opened, storage_options=storage_options,
                         top=[top_word_ids(model, k, options.top_words) for k in range(model.n_topics)])
     tmp = temporary_sibling(output)
     tmp.mkdir(parents=True)

@@ -42,6 +42,7 @@ class ExportContext:
     dt: DocTopics | None = None
     store: Store | None = None
     top: list[np.ndarray] = field(default_factory=list)
+    storage_options: dict | None = None  # for the stores and document topics at URLs
 
     @property
     def vocab_text(self) -> np.ndarray:

@@ -48,7 +48,7 @@ def training_store(ctx: ExportContext) -> Store:
         if not is_url(record["store"]) and not Path(record["store"]).exists():
             raise FileNotFoundError(f"the run's store {record['store']} is gone; give it with "
                                     "--doc-topics and --store")
-        store = open_store(record["store"])
+        store = open_store(record["store"], ctx.storage_options)
     if store.fingerprint() != record["store_fingerprint"]:
         raise ValueError(f"{store.location} is not the store {ctx.run} was trained on")
     return store
