@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import itertools
-import json
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from .infer import DocTopics
 from .model import Model, load_model
 from .outputs import is_url
 from .store import StoreError, open_store
-from .rundir import METRICS_NAME
+from .rundir import METRICS_NAME, read_metrics
 
 REPORT_NAME = "report.html"
 REPORT_TITLE = "bigtopics report: "  # also how an earlier report is recognised, to be replaced
@@ -103,7 +102,7 @@ def training_curves(run: Path) -> str:
     path = run / METRICS_NAME
     if not path.exists():
         return "<p>No metrics.jsonl in this run.</p>"
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = read_metrics(path)  # (a line torn by a crash is skipped, not an error)
     parts = [svg_plot([r["seconds"] for r in records], [r["tokens_per_s"] for r in records],
                       title="Throughput", x_label="seconds of training", y_label="tokens / s", from_zero=True)]
     heldout = [r for r in records if r.get("heldout_loglik") is not None]

@@ -323,6 +323,21 @@ def test_search_engines_own_field_names_are_renamed():
                      "meta_topics": "meta_topics", "title": "title"}
 
 
+def test_report_of_a_run_whose_metrics_log_a_crash_tore(exported, tmp_path):
+    import shutil
+
+    from bigtopics.report import build_report
+    from bigtopics.rundir import METRICS_NAME
+
+    model, _, _ = exported
+    run = tmp_path / "run"
+    shutil.copytree(model.path.parent, run)
+    lines = (run / METRICS_NAME).read_text().splitlines()
+    (run / METRICS_NAME).write_text("\n".join(lines) + '\n{"minibatch": 9, "seco')  # killed mid-line
+    text = build_report(run, tmp_path / "report.html").read_text()
+    assert 'aria-label="Throughput"' in text and text.count("<polyline") >= 1
+
+
 def test_report_names_documents_by_title_where_the_store_has_titles(tmp_path):
     from bigtopics.ingest import Pruning, ingest
     from bigtopics.report import document_names
