@@ -31,6 +31,7 @@ import numpy as np
 from ..assignments import SavedAssignments
 from ..frozen import TableRows
 from ..plan import MinibatchPlan
+from ..settings import OptionError
 from ..stats import StepResult, merge_results
 from ..store import Store
 from .base import Executor, StepTask
@@ -47,14 +48,10 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
     except ImportError:
         raise ImportError("a cluster needs Dask: pip install 'bigtopics[distributed]'") from None
     if cluster is not None and scheduler is not None:
-        from ..settings import OptionError
-
         raise OptionError("give --cluster or --scheduler, not both")
     if cluster is not None:
         kind, _, count = cluster.partition(":")
         if kind != "local" or not count.isdigit() or int(count) < 1:
-            from ..settings import OptionError
-
             raise OptionError(f"--cluster {cluster!r}: give local:N (N worker processes)")
         local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None)
         try:
