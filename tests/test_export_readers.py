@@ -156,7 +156,7 @@ def test_state_is_refused_in_one_line_for_a_run_without_token_topics(exported, t
     run = tmp_path / "one-epoch"
     train(store.location, run, TrainSettings(n_topics=3, epochs=1, batch_size=200), quiet=True)
     result = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "out"), "--state"])
-    assert result.exit_code != 0 and "keeps no per-token topics" in result.output
+    assert result.exit_code == 2 and "keeps no per-token topics" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 

@@ -31,7 +31,7 @@ from ..evaluate import current_evaluation
 from ..infer import DocTopics
 from ..model import load_model
 from ..outputs import check_output
-from ..settings import check_integer, check_real
+from ..settings import OptionError, check_integer, check_real
 from . import dfr, mallet, mallet_diagnostics, model_files, pyldavis, search, state
 from .base import ExportContext, ExportOptions, Writer
 from .dfr import write_dfr_doc_topics
@@ -63,7 +63,7 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     check_integer(options.doc_topics_max, "--doc-topics-max", -1)
     for flag, wanted in (("--state", options.state), ("--diagnostics", options.diagnostics)):
         if wanted and not state.has_assignments(run):
-            raise ValueError(state.NO_ASSIGNMENTS.format(flag=flag, run=run))
+            raise OptionError(state.NO_ASSIGNMENTS.format(flag=flag, run=run))
     output = Path(output)
     check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="export")
     dt = DocTopics(doc_topics, storage_options) if doc_topics else None

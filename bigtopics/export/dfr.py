@@ -180,7 +180,9 @@ def choose_condition(ctx: ExportContext) -> Condition:
         step = _round_step((hi - lo) / CONDITION_BINS)
         if numeric:
             return Condition({"type": "continuous", "name": f, "spec": {"field": f, "step": step}})
-        column = next(c for c in (f"{f}_year", f"{f}_year_") if c not in store.metadata_fields)
+        column = f"{f}_year"
+        while column in store.metadata_fields:  # a name no field of the store has
+            column += "_"
         return Condition({"type": "time", "name": f, "spec": {"field": column, "unit": "year", "n": max(int(step), 1)}},
                          source=f, column=column)
     top = max((float(block[4].max()) for block in ctx.dt.iter_blocks() if len(block[4])), default=1.0)
