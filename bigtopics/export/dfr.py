@@ -17,7 +17,7 @@ VIS.files at it) and serve dfr-browser's files; nothing in it needs editing.
                      SCALED_CELLS topics x words: dfr-browser then hides only its "scaled" view)
 
 Everything is streamed by document block; dt.json.zip holds the entries of a group of topics at a
-time (at most DT_ENTRIES_PER_PASS).
+time (as many as a quarter of the available memory holds, at DT_BYTES_PER_ENTRY each).
 """
 
 from __future__ import annotations
@@ -34,10 +34,13 @@ from pathlib import Path
 import numpy as np
 
 from ..infer import DocTopics
+from ..memory import budget_bytes
 from .base import ExportContext, Writer, stored_counts, top_word_union, topic_counts, topic_word_probabilities
 
 FOLDER = "dfr-browser"
-DT_ENTRIES_PER_PASS = 1 << 25
+# a group's (document, topic, count) entries while collected, concatenated and sorted
+DT_BYTES_PER_ENTRY = 64
+TEXT_CHUNK = 1 << 16
 SCALED_WORDS = 100
 SCALED_CELLS = 1 << 25
 CONDITION_BINS = 20
@@ -69,9 +72,11 @@ def write_dfr_topic_words(ctx: ExportContext, path: Path) -> None:
     path.write_text(json.dumps({"alpha": model.alpha_k.tolist(), "tw": tw}), encoding="utf-8")
 
 
-def write_dfr_doc_topics(dt: DocTopics, path: Path, entries_per_pass: int = DT_ENTRIES_PER_PASS) -> None:
+def write_dfr_doc_topics(dt: DocTopics, path: Path, entries_per_pass: int | None = None) -> None:
     """dt.json (zipped). Topics are grouped so that one pass over the document topics collects at
-    most entries_per_pass entries; each group's columns are written in order."""
+    most entries_per_pass entries (default: what the memory budget holds); each group's columns
+    are written in order."""
+    entries_per_pass = entries_per_pass or budget_bytes() // DT_BYTES_PER_ENTRY
     per_topic = np.zeros(dt.n_topics, np.int64)
     for _, indptr, topics, weights, lengths in dt.iter_blocks():
         counts = topic_counts(indptr, weights, lengths)
@@ -103,8 +108,8 @@ def write_dfr_doc_topics(dt: DocTopics, path: Path, entries_per_pass: int = DT_E
                 docs, topics, counts = np.concatenate(docs), np.concatenate(topics), np.concatenate(counts)
                 order = np.lexsort((docs, topics))
                 values = (docs if column == 0 else counts)[order]
-                if len(values):
-                    write(("" if first_value else ",") + ",".join(map(str, values.tolist())))
+                for start in range(0, len(values), TEXT_CHUNK):  # as text a chunk at a time
+                    write(("" if first_value else ",") + ",".join(map(str, values[start:start + TEXT_CHUNK].tolist())))
                     first_value = False
             write("]")
         write(',"p":[' + ",".join(map(str, p.tolist())) + "]}")
