@@ -327,14 +327,13 @@ class Store:
         # damaged shape of 10^13 would exhaust memory before anything said so).
         expected = {"indptr": self.n_docs + 1, "indices": self.nnz, "data": self.nnz, "vocab": self.n_words}
         with self._where.errors():
+            arrays = {name: self.group[name] for name in expected}  # one metadata read each (remote: a request)
             for name, length in expected.items():
-                array = self.group[name]
-                if array.shape != (length,):
-                    raise StoreError(f"{self.location} is damaged: {name} declares shape {array.shape}, the store's "
-                                     f"counts say ({length},) (ingest it again)")
+                if arrays[name].shape != (length,):
+                    raise StoreError(f"{self.location} is damaged: {name} declares shape {arrays[name].shape}, the "
+                                     f"store's counts say ({length},) (ingest it again)")
             present = sync(_count_chunk_keys(self.group.store, list(expected)))
-            for name in expected:
-                array = self.group[name]
+            for name, array in arrays.items():
                 missing = array.nchunks - present[name]
                 if missing > 0:
                     raise StoreError(f"{self.location} is damaged: {missing} of the {array.nchunks} chunks of {name} "
