@@ -54,11 +54,15 @@ def training_csr(corpus_path):
 # -- the systems ----------------------------------------------------------------------------------
 def compile_kernels(store_path, settings) -> float:
     """Compile the numba kernels a bigtopics run with these settings uses (the parallel ones are
-    compiled in every process) by training 8 documents in a scratch run; returns the seconds."""
+    compiled in every process) by training 3 minibatches of 8 documents in a scratch run; returns
+    the seconds. Learned priors update after the second, so that the kernels are compiled for
+    both kinds of alpha (a number, then one per topic: the sampler and the held-out score) and
+    for the last sweep's counts the updates read, each a second or more when compiled mid-run."""
     from bigtopics.trainer import train
 
     start = time.perf_counter()
-    warm = dataclasses.replace(settings, batch_size=8, max_docs=8, epochs=1, checkpoint_every="1000000")
+    warm = dataclasses.replace(settings, batch_size=8, max_docs=24, epochs=1, checkpoint_every="1000000",
+                               optimize_burn_in=1)
     with tempfile.TemporaryDirectory() as tmp:
         train(store_path, Path(tmp) / "warmup", warm, overwrite=True, quiet=True)
     return time.perf_counter() - start
