@@ -60,9 +60,7 @@ class FrozenTopics:
         view = self.kernel_view()
         if np.ndim(alpha) == 0:
             return view, float(alpha)
-        alpha = np.ascontiguousarray(alpha, np.float64)
-        if alpha.shape != (self.n_topics,):
-            raise ValueError(f"an asymmetric alpha needs {self.n_topics} values, one per topic (got {alpha.shape})")
+        alpha = self._asymmetric(alpha)
         weighted_rows = weighted_row_cumsum(self.row_indptr, self.row_topics, self.row_coef, alpha)
         return (*view[:3], weighted_rows, view[4], np.cumsum(alpha * self.smoothing), *view[6:]), alpha
 
@@ -76,6 +74,21 @@ class FrozenTopics:
             self._alias_view = alias_view(self.row_indptr, self.row_topics, self.row_coef, self.smoothing,
                                           self.kernel_view()[6:])
         return self._alias_view
+
+    def alias_prior_view(self, alpha) -> tuple[tuple, float | np.ndarray]:
+        """(view, alpha) as the alias samplers take them: a symmetric alpha (a number) with
+        alias_view, an asymmetric one (K numbers) as a float64 array with tables weighted by alpha_k."""
+        if np.ndim(alpha) == 0:
+            return self.alias_view(), float(alpha)
+        alpha = self._asymmetric(alpha)
+        return alias_view(self.row_indptr, self.row_topics, self.row_coef, self.smoothing, self.kernel_view()[6:],
+                          alpha), alpha
+
+    def _asymmetric(self, alpha) -> np.ndarray:
+        alpha = np.ascontiguousarray(alpha, np.float64)
+        if alpha.shape != (self.n_topics,):
+            raise ValueError(f"an asymmetric alpha needs {self.n_topics} values, one per topic (got {alpha.shape})")
+        return alpha
 
     @classmethod
     def from_rows(cls, words, row_indptr, row_topics, values, topic_totals, eta, n_words,

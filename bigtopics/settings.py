@@ -141,8 +141,8 @@ class TrainSettings:
                                               if owners[k] else "is not a training option") for k in foreign))
         step = step_class(**{k: v for k, v in options.items() if k in known}).resolved(self.epochs)
         self.step_options = asdict(step)
-        if self.optimize_alpha is None:  # on by default where the step can (benchmarks/RESULTS.md, "Learned priors")
-            self.optimize_alpha = step.learns_alpha
+        if self.optimize_alpha is None:  # on where measured to help (benchmarks/RESULTS.md, "Learned priors")
+            self.optimize_alpha = step.learns_alpha_by_default
         if self.alpha is None and self.n_topics >= 1:
             self.alpha = ALPHA_SUM / self.n_topics
         if self.eta is None:

@@ -46,10 +46,11 @@ def gibbs_conditional(token_word: int, other_topics: np.ndarray, alpha, weights:
     return p / p.sum()
 
 
-def document_posterior(token_words: np.ndarray, alpha: float, weights: np.ndarray) -> dict[tuple, float]:
+def document_posterior(token_words: np.ndarray, alpha, weights: np.ndarray) -> dict[tuple, float]:
     """Exact distribution over all K^N topic configurations of one short document.
 
-    Collapsing theta ~ Dirichlet(alpha): p(z) ∝ prod_k Gamma(alpha + n_k) * prod_i weights[z_i, w_i].
+    Collapsing theta ~ Dirichlet(alpha): p(z) ∝ prod_k Gamma(alpha_k + n_k) * prod_i weights[z_i, w_i];
+    alpha a number or K numbers.
     """
     from math import lgamma
 
@@ -57,7 +58,7 @@ def document_posterior(token_words: np.ndarray, alpha: float, weights: np.ndarra
     log_p = {}
     for z in itertools.product(range(n_topics), repeat=len(token_words)):
         n_k = np.bincount(z, minlength=n_topics)
-        log_p[z] = sum(lgamma(alpha + n) for n in n_k) + sum(
+        log_p[z] = sum(lgamma(a + n) for a, n in zip(np.broadcast_to(alpha, n_topics), n_k)) + sum(
             np.log(weights[k, w]) for k, w in zip(z, token_words)
         )
     top = max(log_p.values())

@@ -6,6 +6,7 @@ from numba import njit
 
 from bigtopics.kernels.alias import alias_draw, alias_table, row_alias_tables
 from bigtopics.kernels.alias_gibbs import exact_topic, mh_topic
+from bigtopics.kernels.prior import prior_running_sum
 from bigtopics.kernels.rng import next_uniform
 from bigtopics.minibatch import Minibatch
 from steps import gibbs_local_step
@@ -86,6 +87,8 @@ def test_row_tables_are_built_per_row():
 
 # --- one token with the rest of its document fixed ------------------------------------------
 N_TOPICS, N_WORDS, ALPHA, ETA = 30, 6, 0.2, 0.5
+# a symmetric prior, and an asymmetric one spread over a factor 50 in no order of the topics
+PRIORS = {"symmetric": ALPHA, "asymmetric": np.random.default_rng(9).permutation(np.geomspace(0.02, 1.0, N_TOPICS))}
 
 
 @pytest.fixture(scope="module")
@@ -119,28 +122,36 @@ def document_state(other):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("prior", sorted(PRIORS))
 @pytest.mark.parametrize("w", range(N_WORDS))
-def test_exact_alias_draw_follows_the_dense_conditional(token_problem, w):
+def test_exact_alias_draw_follows_the_dense_conditional(token_problem, w, prior):
     frozen, weights, other = token_problem
     n_dk, doc_topics, n_doc_topics = document_state(other)
-    draws = exact_draws(w, ALPHA, n_dk, doc_topics, n_doc_topics, frozen.alias_view(), np.uint64(w), 200_000)
+    view, alpha = frozen.alias_prior_view(PRIORS[prior])
+    draws = exact_draws(w, alpha, n_dk, doc_topics, n_doc_topics, view, np.uint64(w), 200_000)
     counts = np.bincount(draws, minlength=N_TOPICS)
-    assert abs(chi_squared_z(counts, naive.gibbs_conditional(w, other, ALPHA, weights))) < 4
+    assert abs(chi_squared_z(counts, naive.gibbs_conditional(w, other, PRIORS[prior], weights))) < 4
 
 
 @njit
-def mh_from(starts, seeds, w, i, n_counted, alpha, n_steps, n_dk, z, view):
+def mh_chains(starts, seeds, w, i, n_counted, alpha, alpha_cum, n_steps, n_dk, z, view):
     out = np.empty(starts.shape[0], np.int64)
     for c in range(starts.shape[0]):
-        _, out[c] = mh_topic(seeds[c], starts[c], w, i, n_counted, alpha, n_steps, n_dk, z, view)
+        _, out[c] = mh_topic(seeds[c], starts[c], w, i, n_counted, alpha, alpha_cum, n_steps, n_dk, z, view)
     return out
 
 
+def mh_from(starts, seeds, w, i, n_counted, prior, n_steps, n_dk, z, frozen):
+    view, alpha = frozen.alias_prior_view(prior)
+    return mh_chains(starts, seeds, w, i, n_counted, alpha, prior_running_sum(alpha), n_steps, n_dk, z, view)
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("prior", sorted(PRIORS))
 @pytest.mark.parametrize("w", [0, 3, 5])
 @pytest.mark.parametrize("n_steps", [1, 2, 3])
 @pytest.mark.parametrize("during_initialisation", [False, True])
-def test_mh_steps_leave_the_conditional_invariant(token_problem, w, n_steps, during_initialisation):
+def test_mh_steps_leave_the_conditional_invariant(token_problem, w, n_steps, during_initialisation, prior):
     """Independent chains started from the conditional are still distributed by it after the
     steps: a wrong acceptance ratio, or a doc proposal counting the token itself, shows here."""
     frozen, weights, other = token_problem
@@ -154,31 +165,33 @@ def test_mh_steps_leave_the_conditional_invariant(token_problem, w, n_steps, dur
         z = np.concatenate([other[:i], [1], other[i:]]).astype(np.int32)
         counted = other
     n_dk = np.bincount(counted, minlength=N_TOPICS).astype(np.int32)
-    target = naive.gibbs_conditional(w, counted, ALPHA, weights)
+    target = naive.gibbs_conditional(w, counted, PRIORS[prior], weights)
     starts = rng.choice(N_TOPICS, n_chains, p=target)
     seeds = rng.integers(0, 2**63, n_chains).astype(np.uint64)
-    after = mh_from(starts, seeds, w, i, len(counted), ALPHA, n_steps, n_dk, z, frozen.alias_view())
+    after = mh_from(starts, seeds, w, i, len(counted), PRIORS[prior], n_steps, n_dk, z, frozen)
     assert abs(chi_squared_z(np.bincount(after, minlength=N_TOPICS), target)) < 4
     # the chains did move: the result is not just the start
     assert np.mean(after != starts) > 0.2
 
 
-def test_mh_chain_from_no_topic_converges_to_the_conditional(token_problem):
+@pytest.mark.parametrize("prior", sorted(PRIORS))
+def test_mh_chain_from_no_topic_converges_to_the_conditional(token_problem, prior):
     frozen, weights, other = token_problem
     z = np.concatenate([[0], other]).astype(np.int32)
     n_dk = np.bincount(other, minlength=N_TOPICS).astype(np.int32)
     seeds = np.arange(100_000, dtype=np.uint64) * np.uint64(7919)
-    after = mh_from(np.full(len(seeds), -1), seeds, 1, 0, len(other), ALPHA, 40, n_dk, z, frozen.alias_view())
-    target = naive.gibbs_conditional(1, other, ALPHA, weights)
+    after = mh_from(np.full(len(seeds), -1), seeds, 1, 0, len(other), PRIORS[prior], 40, n_dk, z, frozen)
+    target = naive.gibbs_conditional(1, other, PRIORS[prior], weights)
     assert abs(chi_squared_z(np.bincount(after, minlength=N_TOPICS), target)) < 4
 
 
 @pytest.mark.slow
 # --- whole minibatches -------------------------------------------------------------------------
+@pytest.mark.parametrize("alpha", [0.2, np.array([0.05, 0.2, 0.8])], ids=["symmetric", "asymmetric"])
 @pytest.mark.parametrize("sampler", ["alias", "mh"])
-def test_marginals_match_exact_posterior_of_a_short_document(sampler):
+def test_marginals_match_exact_posterior_of_a_short_document(sampler, alpha):
     rng = np.random.default_rng(3)
-    n_topics, alpha, eta = 3, 0.2, 0.5
+    n_topics, eta = 3, 0.5
     dense = sparse_topic_word(rng, n_topics, 4, density=0.6)
     frozen = freeze(dense, eta)
     token_words = np.array([0, 0, 1, 3])

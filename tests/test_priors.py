@@ -114,7 +114,8 @@ def test_an_update_moves_the_priors_towards_the_minibatch_fixed_point_by_rho():
         False, False, False, False, True, False, True, False]
     assert not LearnedPriors.updates_after(TrainSettings(n_topics=4, optimize_alpha=False), 100)
     assert LearnedPriors.updates_after(TrainSettings(n_topics=4), 21)  # on by default with gibbs buckets
-    assert not TrainSettings(n_topics=4, sampler="alias").optimize_alpha  # and off where it cannot be
+    assert not TrainSettings(n_topics=4, sampler="alias").optimize_alpha  # off by default where it did not help
+    assert TrainSettings(n_topics=4, sampler="mh", optimize_alpha=True).optimize_alpha
 
 
 def test_prior_counts_of_a_sweep_and_their_merge_count_every_token():
@@ -169,7 +170,6 @@ def test_posterior_mean_uses_each_topics_alpha():
 
 @pytest.mark.parametrize("options, message", [
     ({"local_step": "vb", "optimize_alpha": True}, "--optimize-alpha: --local-step vb does not return"),
-    ({"sampler": "alias", "optimize_alpha": True}, "--optimize-alpha: --local-step gibbs --sampler alias"),
     ({"local_step": "lsparse", "optimize_eta": True}, "--optimize-eta: --local-step lsparse reads the geometric"),
     ({"beta_estimate": "geometric", "optimize_eta": True}, "--optimize-eta: --local-step gibbs --sampler buckets"),
     ({"optimize_every": 0}, "--optimize-every: minibatches between updates must be at least 1"),
@@ -196,12 +196,18 @@ def skewed(tmp_path_factory):
     return path
 
 
-def test_resumed_with_learned_priors_is_the_uninterrupted_model(skewed, tmp_path):
+# every local step that learns alpha, with the options it takes
+LEARNING_STEPS = {"buckets": {}, "alias": {"sampler": "alias"}, "mh": {"sampler": "mh"}}
+
+
+@pytest.mark.parametrize("step", sorted(LEARNING_STEPS))
+def test_resumed_with_learned_priors_is_the_uninterrupted_model(skewed, tmp_path, step):
     """Stopped between two updates, then resumed: the same topics, alpha and eta, bit for bit."""
+    learning = LEARNING | LEARNING_STEPS[step]
     reference = tmp_path / "reference"
-    train(skewed, reference, TrainSettings(**LEARNING), quiet=True)
+    train(skewed, reference, TrainSettings(**learning), quiet=True)
     run = tmp_path / "run"
-    train(skewed, run, TrainSettings(**(LEARNING | {"max_docs": 1800})), quiet=True)  # minibatch 18: mid-interval
+    train(skewed, run, TrainSettings(**(learning | {"max_docs": 1800})), quiet=True)  # minibatch 18: mid-interval
     resume(run, quiet=True, max_docs=10**9)
     assert_same_model(run, model_arrays(reference))
     learned, expected = load_model(run), load_model(reference)
@@ -214,8 +220,14 @@ def spearman(a, b):
     return float(np.corrcoef(rank(a), rank(b))[0, 1])
 
 
+# The true topics each step finds at least: mh mixes more slowly per sweep, and in these 6 epochs
+# finds 7 of the 12 with the fixed prior as with the learned one.
+TOPICS_FOUND = {"buckets": 8, "alias": 8, "mh": 7}
+
+
 @pytest.mark.slow
-def test_learned_alpha_ranks_the_true_topics_and_topics_are_recovered_as_well(tmp_path_factory):
+@pytest.mark.parametrize("step", sorted(LEARNING_STEPS))
+def test_learned_alpha_ranks_the_true_topics_and_topics_are_recovered_as_well(tmp_path_factory, step):
     """A corpus of 12 topics drawn with alpha_k proportional to (k + 1)^-1.2 (sum 1.2). Measure:
     for each true topic found (a learned topic within cosine 0.9 of its p(w|k)), its alpha_k
     against the learned alpha of that topic: Spearman correlation above 0.8. And the topics are
@@ -231,14 +243,14 @@ def test_learned_alpha_ranks_the_true_topics_and_topics_are_recovered_as_well(tm
     common = dict(n_topics=12, epochs=6, seed=1, batch_size=300)
     recovered = {}
     for name, extra in (("fixed", {"optimize_alpha": False}), ("learned", LEARNED_BOTH)):
-        train(store, folder / name, TrainSettings(**common, **extra), quiet=True)
+        train(store, folder / name, TrainSettings(**common, **extra, **LEARNING_STEPS[step]), quiet=True)
         model = load_model(folder / name)
         recovered[name] = topic_recovery(model, truth_path(store))
     learned = np.stack([model.word_probabilities(k) for k in range(12)])
     cosine = (beta / np.linalg.norm(beta, axis=1, keepdims=True)) @ (
         learned / np.linalg.norm(learned, axis=1, keepdims=True)).T
     found = cosine.max(axis=1) >= 0.9
-    assert found.sum() >= 8, recovered
+    assert found.sum() >= TOPICS_FOUND[step], recovered
     matched = model.alpha[cosine.argmax(axis=1)]
     assert spearman(truth[found], matched[found]) > 0.8, (truth, matched, found)
     assert recovered["learned"].mean() >= recovered["fixed"].mean() - 0.01, recovered

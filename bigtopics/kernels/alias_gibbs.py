@@ -7,10 +7,14 @@ The target is the conditional of kernels/gibbs.py. With f_w(k) = smoothing[k] + 
 geometric estimate; kernels/frozen.py) and n_k = n_dk^{-i}, the counts of the document's other
 tokens,
 
-    p(k) ∝ (alpha + n_k) f_w(k)
-         = n_k f_w(k)            doc part: enumerate the document's topics, coef by the row hash
-         + alpha coef[k, w]      one alias table per word row, built once per minibatch
-         + alpha smoothing[k]    one alias table over all K, built once per minibatch
+    p(k) ∝ (alpha_k + n_k) f_w(k)
+         = n_k f_w(k)              doc part: enumerate the document's topics, coef by the row hash
+         + alpha_k coef[k, w]      one alias table per word row, built once per minibatch
+         + alpha_k smoothing[k]    one alias table over all K, built once per minibatch
+
+alpha is a number (symmetric: the tables are over coef and smoothing, their masses times alpha)
+or K numbers (asymmetric: the tables are over alpha_k coef[k, w] and alpha_k smoothing[k]; the
+view's row_coef and smoothing stay unweighted, for f_w); kernels/prior.py resolves which.
 
 Both static parts are exact for the whole minibatch (N is frozen), so the exact sampler needs no
 correction: pick a part by its mass, then a topic within it.
@@ -18,11 +22,12 @@ correction: pick a part by its mass, then a topic within it.
 The Metropolis-Hastings sampler runs a short chain per token, starting from the token's current
 topic s, alternating two independence proposals:
 
-    word proposal  q_w(t) ∝ f_w(t): the mixture of the K table (mass sum smoothing) and the row
-                   table (mass sum_k coef[k, w]);
-                   accept with min(1, p(t) q_w(s) / (p(s) q_w(t))) = min(1, (alpha + n_t) / (alpha + n_s))
-    doc proposal   q_d(t) ∝ n_t + alpha: the topic of one of the document's other tokens, picked
-                   uniformly, or with probability K alpha / (N' + K alpha) a uniform topic, where
+    word proposal  q_w(t) ∝ alpha_t f_w(t): the mixture of the K table and the row table;
+                   accept with min(1, p(t) q_w(s) / (p(s) q_w(t)))
+                                 = min(1, (alpha_t + n_t) alpha_s / ((alpha_s + n_s) alpha_t))
+    doc proposal   q_d(t) ∝ n_t + alpha_t: the topic of one of the document's other tokens, picked
+                   uniformly, or with probability alpha_0 / (N' + alpha_0) a topic drawn from
+                   alpha_t / alpha_0 (uniform if symmetric), where alpha_0 = sum_k alpha_k and
                    N' = sum_k n_k is the number of other tokens counted;
                    accept with min(1, p(t) q_d(s) / (p(s) q_d(t))) = min(1, f_w(t) / f_w(s))
 
@@ -52,15 +57,19 @@ from .alias import alias_draw, alias_table, row_alias_tables
 from .doc_state import add_token, document_scratch, finish_document, first_above
 from .frozen import lookup
 from .jit import document_kernel
+from .prior import prior_of, prior_ratio, prior_running_sum, prior_scale, prior_topic, prior_total
 from .rng import next_uniform
 
 # As in kernels/gibbs.py, per-token helpers are inlined and documents run without reference counting.
 
 
-def alias_view(row_indptr, row_topics, row_coef, smoothing, index) -> tuple:
-    """The alias view of one minibatch's frozen topics (the rows' index from kernels/frozen.py)."""
-    row_prob, row_alias, row_totals = row_alias_tables(row_indptr, row_coef)
-    smoothing_prob, smoothing_alias, smoothing_total = alias_table(smoothing)
+def alias_view(row_indptr, row_topics, row_coef, smoothing, index, alpha=None) -> tuple:
+    """The alias view of one minibatch's frozen topics (the rows' index from kernels/frozen.py),
+    its tables weighted by an asymmetric alpha (K numbers) if given (module docstring)."""
+    weighted = alpha is not None
+    row_prob, row_alias, row_totals = row_alias_tables(row_indptr, alpha[row_topics] * row_coef if weighted
+                                                       else row_coef)
+    smoothing_prob, smoothing_alias, smoothing_total = alias_table(alpha * smoothing if weighted else smoothing)
     return (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals,
             smoothing, smoothing_prob, smoothing_alias, float(smoothing_total), *index)
 
@@ -73,7 +82,7 @@ def word_weight(view, w, k):
 
 @njit(cache=True, inline="always")
 def exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum):
-    """Draw from p(k) ∝ (alpha + n_dk) f_w(k) exactly; n_dk and doc_topics[:n_doc_topics] must
+    """Draw from p(k) ∝ (alpha_k + n_dk) f_w(k) exactly; n_dk and doc_topics[:n_doc_topics] must
     exclude the token. doc_cum is scratch of at least n_doc_topics entries. Returns (state, k)."""
     (row_indptr, row_topics, _, row_prob, row_alias, row_totals, _, smoothing_prob, smoothing_alias,
      smoothing_total) = view[:10]
@@ -82,9 +91,9 @@ def exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum):
         k = doc_topics[m]
         doc_mass += n_dk[k] * word_weight(view, w, k)
         doc_cum[m] = doc_mass
-    row_mass = alpha * row_totals[w]
+    row_mass = prior_scale(alpha) * row_totals[w]
     state, u = next_uniform(state)
-    x = u * (doc_mass + row_mass + alpha * smoothing_total)
+    x = u * (doc_mass + row_mass + prior_scale(alpha) * smoothing_total)
     if x < doc_mass:
         return state, doc_topics[first_above(doc_cum, 0, n_doc_topics, x)]
     state, u = next_uniform(state)
@@ -96,7 +105,8 @@ def exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum):
 
 @njit(cache=True, inline="always")
 def word_proposal(state, w, view):
-    """t ~ q_w(t) ∝ f_w(t). Returns (state, t, f_w(t)), f_w(t) = -1 when not known without a lookup."""
+    """t ~ q_w(t) ∝ alpha_t f_w(t) (the view's tables). Returns (state, t, f_w(t)), f_w(t) = -1
+    when not known without a lookup."""
     (row_indptr, row_topics, row_coef, row_prob, row_alias, row_totals, smoothing, smoothing_prob,
      smoothing_alias, smoothing_total) = view[:10]
     lo = row_indptr[w]
@@ -110,12 +120,12 @@ def word_proposal(state, w, view):
 
 
 @njit(cache=True, inline="always")
-def mh_topic(state, current, w, i, n_counted, alpha, n_steps, n_dk, z, view):
+def mh_topic(state, current, w, i, n_counted, alpha, alpha_cum, n_steps, n_dk, z, view):
     """n_steps Metropolis-Hastings steps (word proposal, doc proposal, word, ...) for token i of
     word w from topic `current` (-1: none yet, start from a draw of q_w) towards
-    p(k) ∝ (alpha + n_dk) f_w(k), where n_dk counts the n_counted tokens z[j], j = 0..n_counted
+    p(k) ∝ (alpha_k + n_dk) f_w(k), where n_dk counts the n_counted tokens z[j], j = 0..n_counted
     except i (all other tokens in a sweep; during initialisation n_counted = i, the tokens
-    before i). Returns (state, topic)."""
+    before i). alpha_cum = prior_running_sum(alpha). Returns (state, topic)."""
     n_topics = n_dk.shape[0]
     f_current = -1.0  # f_w(current), looked up only when a doc proposal needs it
     if current < 0:
@@ -124,17 +134,17 @@ def mh_topic(state, current, w, i, n_counted, alpha, n_steps, n_dk, z, view):
         if step % 2 == 0:
             state, t, f_t = word_proposal(state, w, view)
             state, u = next_uniform(state)
-            if u * (alpha + n_dk[current]) < alpha + n_dk[t]:
+            if u * (prior_of(alpha, current) + n_dk[current]) * prior_ratio(alpha, t, current) < (
+                    prior_of(alpha, t) + n_dk[t]):
                 current, f_current = t, f_t
         else:
             state, u = next_uniform(state)
-            x = u * (n_counted + n_topics * alpha)
+            x = u * (n_counted + prior_total(alpha, n_topics))
             if x < n_counted:
                 j = int(x)
                 t = z[j + 1] if j >= i else z[j]  # skip the token itself
             else:
-                state, u = next_uniform(state)
-                t = int(u * n_topics)
+                state, t = prior_topic(state, x - n_counted, alpha, alpha_cum, n_topics)
             f_t = word_weight(view, w, t)
             if f_current < 0.0:
                 f_current = word_weight(view, w, current)
@@ -145,7 +155,7 @@ def mh_topic(state, current, w, i, n_counted, alpha, n_steps, n_dk, z, view):
 
 
 @document_kernel
-def sample_document(entry_words, entry_counts, alpha, burnin, samples, rare_first, mh_steps, seed, view,
+def sample_document(entry_words, entry_counts, alpha, alpha_cum, burnin, samples, rare_first, mh_steps, seed, view,
                     n_dk, doc_topics, topic_slot, doc_cum, z, z_saved, tally, out_words, out_topics, out_counts):
     """Sample one document like kernels/gibbs.py sample_document (sequential initialisation, the
     tokens from the last to the first with rare_first, `burnin` discarded sweeps, `samples` saved
@@ -174,10 +184,10 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, rare_firs
                     current, n_counted = z[i], n_tokens - 1
                     n_doc_topics = add_token(current, -1, n_dk, doc_topics, topic_slot, n_doc_topics)
                 if mh_steps > 0 and backwards:  # the tokens placed so far are z[i + 1:]
-                    state, k = mh_topic(state, current, w, n_counted, n_counted, alpha, mh_steps, n_dk, z[i + 1:],
-                                        view)
+                    state, k = mh_topic(state, current, w, n_counted, n_counted, alpha, alpha_cum, mh_steps, n_dk,
+                                        z[i + 1:], view)
                 elif mh_steps > 0:
-                    state, k = mh_topic(state, current, w, i, n_counted, alpha, mh_steps, n_dk, z, view)
+                    state, k = mh_topic(state, current, w, i, n_counted, alpha, alpha_cum, mh_steps, n_dk, z, view)
                 else:
                     state, k = exact_topic(state, w, alpha, n_dk, doc_topics, n_doc_topics, view, doc_cum)
                 z[i] = k
@@ -202,13 +212,14 @@ def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_s
     n_dk, doc_topics, topic_slot, doc_cum, _, _ = document_scratch(n_topics, max_doc_tokens)
     tally = np.zeros(n_topics, np.int32)
     z = np.zeros(max_doc_tokens, np.int32)
+    alpha_cum = prior_running_sum(alpha)
     for d in range(first, last):
         lo, hi = doc_indptr[d], doc_indptr[d + 1]
         base = token_starts[d] * samples
         top = token_starts[d + 1] * samples
         out_n_pairs[d] = sample_document(
-            entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, samples, rare_first, mh_steps, doc_seeds[d], view,
-            n_dk, doc_topics, topic_slot, doc_cum, z, out_saved[base:top], tally,
+            entry_words[lo:hi], entry_counts[lo:hi], alpha, alpha_cum, burnin, samples, rare_first, mh_steps,
+            doc_seeds[d], view, n_dk, doc_topics, topic_slot, doc_cum, z, out_saved[base:top], tally,
             out_words[base:top], out_topics[base:top], out_counts[base:top])
 
 

@@ -13,6 +13,11 @@ With a number they are the plain running sums (smoothing_cumsum, row_coef_cumsum
 with an array the view holds them already weighted by alpha_k (frozen.FrozenTopics.prior_view)
 and the factor is 1. So a kernel writes `prior_scale(alpha) * running sum`, and
 `prior_of(alpha, k)` where one topic's alpha_k is needed.
+
+The Metropolis-Hastings sampler (kernels/alias_gibbs.py) also draws a topic from the prior
+alone, t ~ alpha_t / sum_k alpha_k (`prior_topic`: uniform if symmetric, else by bisection of
+`prior_running_sum`), and corrects its word proposal, drawn from tables weighted by alpha_k, by
+`prior_ratio` = alpha_t / alpha_s (1 if symmetric, so its arithmetic is unchanged).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
+
+from .doc_state import first_above
+from .rng import next_uniform
 
 
 def prior_of(alpha, k):
@@ -40,6 +48,25 @@ def prior_total(alpha, n_topics):
 def prior_vector(alpha, n_topics):
     """alpha_1..alpha_K as a new array."""
     return np.full(n_topics, alpha) if np.ndim(alpha) == 0 else np.array(alpha, np.float64)
+
+
+def prior_ratio(alpha, t, s):
+    """alpha_t / alpha_s."""
+    return 1.0 if np.ndim(alpha) == 0 else alpha[t] / alpha[s]
+
+
+def prior_running_sum(alpha):
+    """alpha_1, alpha_1 + alpha_2, ... (an empty array if symmetric: prior_topic needs none)."""
+    return np.zeros(0) if np.ndim(alpha) == 0 else np.cumsum(alpha)
+
+
+def prior_topic(state, y, alpha, running_sum, n_topics):
+    """(state, t), t ~ alpha_t / sum_k alpha_k: symmetric, a uniform topic by the stream's next
+    number; asymmetric, the topic at y in [0, sum_k alpha_k) of running_sum (prior_running_sum)."""
+    if np.ndim(alpha) == 0:
+        state, u = next_uniform(state)
+        return state, int(u * n_topics)
+    return state, first_above(running_sum, 0, running_sum.shape[0], y)
 
 
 @overload(prior_of, inline="always")
@@ -66,6 +93,32 @@ def _prior_total(alpha, n_topics):
             return s
         return total
     return lambda alpha, n_topics: alpha * n_topics
+
+
+@overload(prior_ratio, inline="always")
+def _prior_ratio(alpha, t, s):
+    if isinstance(alpha, types.Array):
+        return lambda alpha, t, s: alpha[t] / alpha[s]
+    return lambda alpha, t, s: 1.0
+
+
+@overload(prior_running_sum)
+def _prior_running_sum(alpha):
+    if isinstance(alpha, types.Array):
+        return lambda alpha: np.cumsum(alpha)
+    return lambda alpha: np.zeros(0)
+
+
+@overload(prior_topic, inline="always")
+def _prior_topic(state, y, alpha, running_sum, n_topics):
+    if isinstance(alpha, types.Array):
+        return lambda state, y, alpha, running_sum, n_topics: (
+            state, first_above(running_sum, 0, running_sum.shape[0], y))
+
+    def uniform(state, y, alpha, running_sum, n_topics):
+        state, u = next_uniform(state)
+        return state, int(u * n_topics)
+    return uniform
 
 
 @overload(prior_vector)

@@ -70,6 +70,11 @@ class LocalStep(ABC):
         value per topic), as learning alpha needs (priors.py)."""
         return False
 
+    @property
+    def learns_alpha_by_default(self) -> bool:
+        """Whether --optimize-alpha is on unless turned off (benchmarks/RESULTS.md, "Learned priors")."""
+        return False
+
     def describe(self) -> str:
         """The step as the CLI selects it, for messages."""
         return f"--local-step {self.name}"

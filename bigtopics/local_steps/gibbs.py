@@ -95,6 +95,10 @@ class GibbsStep(LocalStep):
 
     @property
     def learns_alpha(self) -> bool:
+        return True
+
+    @property
+    def learns_alpha_by_default(self) -> bool:
         return self.sampler == "buckets"
 
     def describe(self) -> str:
@@ -152,7 +156,7 @@ def gibbs_sample(
 ) -> DocumentTallies:
     """Sparse Gibbs sampling of every document of the batch.
 
-    alpha is a number (symmetric) or one per topic (asymmetric; the bucket sampler only). The
+    alpha is a number (symmetric) or one per topic (asymmetric; kernels/prior.py). The
     sampler draws each topic from the four buckets (kernels/gibbs.py), exactly with alias
     tables ("alias") or by mh_steps Metropolis-Hastings steps with alias proposals ("mh"; both in
     kernels/alias_gibbs.py). Documents are split into n_workers contiguous ranges of about equal
@@ -188,12 +192,11 @@ def gibbs_sample(
             out_topics, out_counts, out_n_pairs, out_saved,
         )
     else:
-        if np.ndim(alpha):
-            raise ValueError(f"the {sampler} sampler takes a symmetric alpha only")
+        view, alpha = frozen.alias_prior_view(alpha)
         alias_sample_minibatch(
-            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, float(alpha), int(burnin),
+            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, alpha, int(burnin),
             int(samples), bool(rare_first), int(mh_steps) if sampler == "mh" else 0, max_doc_tokens,
-            frozen.alias_view(), out_words, out_topics, out_counts, out_n_pairs, out_saved,
+            view, out_words, out_topics, out_counts, out_n_pairs, out_saved,
         )
     return DocumentTallies(out_words, out_topics, out_counts, token_starts[:-1] * samples, out_n_pairs, samples,
                            out_saved)
