@@ -60,7 +60,7 @@ class FrozenTopics:
         view = self.kernel_view()
         if np.ndim(alpha) == 0:
             return view, float(alpha)
-        alpha = self._asymmetric(alpha)
+        alpha = self.asymmetric_prior(alpha)
         weighted_rows = weighted_row_cumsum(self.row_indptr, self.row_topics, self.row_coef, alpha)
         return (*view[:3], weighted_rows, view[4], np.cumsum(alpha * self.smoothing), *view[6:]), alpha
 
@@ -80,11 +80,12 @@ class FrozenTopics:
         alias_view, an asymmetric one (K numbers) as a float64 array with tables weighted by alpha_k."""
         if np.ndim(alpha) == 0:
             return self.alias_view(), float(alpha)
-        alpha = self._asymmetric(alpha)
+        alpha = self.asymmetric_prior(alpha)
         return alias_view(self.row_indptr, self.row_topics, self.row_coef, self.smoothing, self.kernel_view()[6:],
                           alpha), alpha
 
-    def _asymmetric(self, alpha) -> np.ndarray:
+    def asymmetric_prior(self, alpha) -> np.ndarray:
+        """K numbers alpha_k as the kernels take them (float64, contiguous), checked."""
         alpha = np.ascontiguousarray(alpha, np.float64)
         if alpha.shape != (self.n_topics,):
             raise ValueError(f"an asymmetric alpha needs {self.n_topics} values, one per topic (got {alpha.shape})")

@@ -13,9 +13,13 @@ global step's rate, as the topics do:
     alpha <- (1 - rho_t) alpha + rho_t alpha*(minibatch)        (eta alike)
 
 so the priors average the minibatches' estimates with the weights the table gives their
-statistics. docs/design.md, "Learned priors", has the measurements behind this form. An update
-depends only on the priors and that minibatch, so the priors alone are the state a checkpoint
-keeps, and a resumed run moves them exactly as the uninterrupted one.
+statistics. A variational local step has expected, not integer, document-topic counts, but each
+document's q(theta_d) = Dirichlet(gamma_d): there alpha*(minibatch) is the maximum of the bound's
+terms in alpha, the Dirichlet fixed point on the minibatch's mean of E[log theta_dk]
+(stats.ExpectedLogTheta, kernels/dirichlet.py), moved towards in the same way.
+docs/design.md, "Learned priors", has the measurements behind this form. An update depends only
+on the priors and that minibatch, so the priors alone are the state a checkpoint keeps, and a
+resumed run moves them exactly as the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels.dirichlet import alpha_fixed_point, eta_fixed_point
+from .kernels.dirichlet import alpha_fixed_point, dirichlet_fixed_point, eta_fixed_point
 from .settings import MAX_PRIOR, MIN_PRIOR
-from .stats import PriorCounts
+from .stats import ExpectedLogTheta, PriorCounts
 
 MAX_ITERATIONS = 50
 TOLERANCE = 1e-5
@@ -88,9 +92,13 @@ class LearnedPriors:
         (cheap), "words" for eta."""
         return ("documents", "words") if settings.optimize_eta else ("documents",)
 
-    def update(self, settings, counts: PriorCounts, n_words: int, rho: float) -> None:
-        """Move the priors towards the fixed point of a minibatch's counts by rho."""
-        if settings.optimize_alpha:
+    def update(self, settings, counts: PriorCounts | ExpectedLogTheta, n_words: int, rho: float) -> None:
+        """Move the priors towards the fixed point of a minibatch's counts (or E[log theta]) by rho."""
+        if settings.optimize_alpha and isinstance(counts, ExpectedLogTheta):
+            target = dirichlet_fixed_point(counts.sums / max(counts.n_docs, 1), self.alpha, MIN_PRIOR, MAX_PRIOR,
+                                           MAX_ITERATIONS, TOLERANCE)
+            self.alpha = np.clip((1.0 - rho) * self.alpha + rho * target, MIN_PRIOR, MAX_PRIOR)
+        elif settings.optimize_alpha:
             target = alpha_fixed_point(*alpha_histograms(counts), self.alpha, MIN_PRIOR, MAX_PRIOR, MAX_ITERATIONS,
                                        TOLERANCE)
             self.alpha = np.clip((1.0 - rho) * self.alpha + rho * target, MIN_PRIOR, MAX_PRIOR)

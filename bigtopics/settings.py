@@ -191,11 +191,14 @@ class TrainSettings:
         step.validate(self.n_topics)
         if self.optimize_alpha and not step.learns_alpha:
             raise OptionError(f"--optimize-alpha: {step.describe()} does not return the document-topic counts the "
-                             "update needs; use --local-step gibbs --sampler buckets")
+                             "update needs; use --local-step gibbs")
         if self.optimize_eta and step.beta_estimate != "mean":
             raise OptionError(f"--optimize-eta: {step.describe()} reads the geometric estimate of beta, which "
                              "underflows as eta falls (below 0.005) and is not the Polya likelihood the update "
-                             "maximises; use the mean estimate (--local-step gibbs or scvb0)")
+                             "maximises; use the mean estimate (--local-step gibbs)")
+        if self.optimize_eta and not step.learns_eta:
+            raise OptionError(f"--optimize-eta: {step.describe()} has expected topic-word counts, not the integer "
+                             "counts of a sweep whose Polya likelihood the update maximises; use --local-step gibbs")
         if step.beta_estimate == "geometric" and self.eta < MIN_GEOMETRIC_ETA:
             raise OptionError(f"--eta must be at least {MIN_GEOMETRIC_ETA:g} with the geometric estimate of beta "
                              f"(--local-step {self.local_step}"

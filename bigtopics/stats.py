@@ -59,18 +59,48 @@ class PriorCounts:
 
 
 @dataclass
+class ExpectedLogTheta:
+    """What a variational step gives the learned alpha (priors.py) in place of counts: the sum over
+    some documents of E[log theta_dk] = psi(gamma_dk) - psi(sum_k gamma_dk) under each
+    document's Dirichlet(gamma_d), summed in document order, and how many documents."""
+
+    sums: np.ndarray  # float64 (K,)
+    n_docs: int
+
+    @classmethod
+    def of_documents(cls, log_theta: np.ndarray) -> ExpectedLogTheta:
+        """From a documents x K array of E[log theta_dk], rows summed in order."""
+        sums = np.zeros(log_theta.shape[1])
+        for row in log_theta:
+            sums += row
+        return cls(sums, len(log_theta))
+
+    @classmethod
+    def merge(cls, parts: list[ExpectedLogTheta]) -> ExpectedLogTheta:
+        """Consecutive shards' documents as one, summed in shard order."""
+        sums = parts[0].sums.copy()
+        for part in parts[1:]:
+            sums += part.sums
+        return cls(sums, sum(p.n_docs for p in parts))
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return (self.sums,)
+
+
+@dataclass
 class StepResult:
     """What a local step returns for some documents: distinct (word id, topic) pairs with the sums
     behind Nhat = sums / divisor, and, for a step that keeps assignments (gibbs with exclude-own),
     each token's topic in its last saved sweep, document after document; and for a step asked
-    for them (learned priors, priors.py), the counts of that sweep (PriorCounts)."""
+    for them (learned priors, priors.py), the counts of that sweep (PriorCounts), or a
+    variational step's E[log theta] (ExpectedLogTheta)."""
 
     words: np.ndarray  # int64 global word ids, grouped by word in ascending order
     topics: np.ndarray  # int64
     sums: np.ndarray  # float64
     divisor: int = 1
     last_sweep: np.ndarray | None = None
-    prior_counts: PriorCounts | None = None
+    prior_counts: PriorCounts | ExpectedLogTheta | None = None
 
     def stats(self) -> SparseStats:
         return SparseStats(self.words, self.topics, self.sums / self.divisor)
@@ -98,4 +128,4 @@ def merge_results(results: list[StepResult], n_topics: int, distinct: np.ndarray
     counts = [r.prior_counts for r in results]
     return StepResult(distinct[merged_words], topics, sums, results[0].divisor,
                       None if last[0] is None else np.concatenate(last),
-                      None if counts[0] is None else PriorCounts.merge(counts))
+                      None if counts[0] is None else type(counts[0]).merge(counts))

@@ -183,8 +183,8 @@ def alias_masses(prob: np.ndarray, alias: np.ndarray) -> np.ndarray:
     return masses
 
 
-def online_vb_expected_counts(docs, weights: np.ndarray, alpha: float, initial_gammas, max_iterations: int,
-                              top_l: int | None = None) -> np.ndarray:
+def online_vb_expected_counts(docs, weights: np.ndarray, alpha, initial_gammas, max_iterations: int,
+                              top_l: int | None = None, log_theta: list | None = None) -> np.ndarray:
     """Dense K x V Nhat[k, w] = sum_d c_dw phi_dw[k] of Online VB (Hoffman et al. 2010) with
     weights[k, w] = exp(Elog_beta); docs are (word ids, counts) pairs, one gamma start each.
 
@@ -192,7 +192,8 @@ def online_vb_expected_counts(docs, weights: np.ndarray, alpha: float, initial_g
     gamma = alpha + sum_w c_w phi[w]; stop once mean |change of gamma| < 1e-5; Nhat from the phi
     of the final gamma. With top_l (L-sparse, Hughes & Sudderth): each phi[w] keeps its L
     largest entries, renormalised; after the first iteration only topics with expected count
-    > 0 in the previous iteration may be chosen.
+    > 0 in the previous iteration may be chosen. alpha a number or K numbers; given a list
+    log_theta, each document's E[log theta_k] = psi(gamma_k) - psi(sum gamma) is appended to it.
     """
     psi = np.vectorize(digamma)
     n_topics = weights.shape[0]
@@ -218,10 +219,13 @@ def online_vb_expected_counts(docs, weights: np.ndarray, alpha: float, initial_g
             if change < 1e-5:
                 break
         nhat[:, words] += (counts[:, None] * responsibilities(words, gamma, allowed)).T
+        if log_theta is not None:
+            log_theta.append(psi(gamma) - digamma(gamma.sum()))
     return nhat
 
 
-def scvb0_expected_counts(docs, weights: np.ndarray, alpha: float, initial_thetas, burnin: int) -> np.ndarray:
+def scvb0_expected_counts(docs, weights: np.ndarray, alpha, initial_thetas, burnin: int,
+                          log_theta: list | None = None) -> np.ndarray:
     """Dense K x V Nhat[k, w] = sum_d c_dw gamma_dw[k] of SCVB0 (Foulds et al. 2013) with the
     topics fixed, weights[k, w] = (N_phi[w, k] + eta) / (N_z[k] + V eta).
 
@@ -229,6 +233,8 @@ def scvb0_expected_counts(docs, weights: np.ndarray, alpha: float, initial_theta
     N_theta <- (1 - rho) N_theta + rho C_j gamma with rho = (10 + t)^-0.9, t = tokens updated so
     far in the document (one token at a time: the repeated tokens of a word see the same gamma,
     which is what the kernels' clumped update assumes); then gamma of every token with N_theta fixed.
+    alpha a number or K numbers; given a list log_theta, each document's E[log theta_k] under
+    Dirichlet(N_theta + alpha) is appended to it.
     """
     nhat = np.zeros_like(weights, dtype=float)
     for (words, counts), n_theta in zip(docs, initial_thetas):
@@ -246,6 +252,9 @@ def scvb0_expected_counts(docs, weights: np.ndarray, alpha: float, initial_theta
         for w, c in zip(words, counts):
             gamma = weights[:, w] * (n_theta + alpha)
             nhat[:, w] += c * gamma / gamma.sum()
+        if log_theta is not None:
+            posterior = n_theta + alpha
+            log_theta.append(np.array([digamma(g) for g in posterior]) - digamma(posterior.sum()))
     return nhat
 
 
@@ -305,3 +314,26 @@ def symmetric_polya_sums(counts: np.ndarray, eta: float) -> tuple[float, float]:
     numerator = sum(digamma(float(n) + eta) - digamma(eta) for n in np.asarray(counts).ravel())
     denominator = n_words * sum(digamma(float(n) + n_words * eta) - digamma(n_words * eta) for n in counts.sum(axis=1))
     return float(numerator), float(denominator)
+
+
+def inverse_digamma(y: float) -> float:
+    """The x with digamma(x) = y, by bisection (digamma is increasing on x > 0)."""
+    low, high = 1e-300, 1e12
+    for _ in range(3000):
+        middle = np.sqrt(low * high) if high / low > 4 else (low + high) / 2
+        if digamma(middle) < y:
+            low = middle
+        else:
+            high = middle
+        if high - low <= 1e-15 * high:
+            break
+    return (low + high) / 2
+
+
+def dirichlet_fixed_point(mean_log: np.ndarray, alpha: np.ndarray, iterations: int) -> np.ndarray:
+    """The Dirichlet maximum-likelihood alpha given the mean of log theta_k over the draws, by
+    iterating a_k <- psi^-1(psi(sum a) + mean_log[k]) from `alpha` (Minka 2000, eq. 9)."""
+    alpha = np.asarray(alpha, np.float64).copy()
+    for _ in range(iterations):
+        alpha = np.array([inverse_digamma(digamma(alpha.sum()) + s) for s in mean_log])
+    return alpha

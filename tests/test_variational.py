@@ -107,12 +107,7 @@ def test_scvb0_equals_the_dense_reference(problem, burnin):
     topic_word, batch, docs, seeds = problem
     n_topics, n_words = topic_word.shape
     point = naive.point_estimates(topic_word, ETA)
-    norm = topic_word.sum(1) + n_words * ETA
-    rows = [np.nonzero(topic_word[:, w])[0] for w in range(n_words)]
-    frozen = FrozenTopics(np.arange(n_words), np.concatenate([[0], np.cumsum([len(r) for r in rows])]),
-                          np.concatenate(rows).astype(np.int32),
-                          np.concatenate([topic_word[r, w] / norm[r] for w, r in enumerate(rows)]), ETA / norm)
-    stats = scvb0_local_step(batch, frozen, seeds, alpha=ALPHA, burnin=burnin)
+    stats = scvb0_local_step(batch, scvb0_frozen(topic_word), seeds, alpha=ALPHA, burnin=burnin)
     thetas = []
     for seed, (_, counts) in zip(seeds, docs):
         weight = np.zeros(n_topics)
@@ -122,6 +117,50 @@ def test_scvb0_equals_the_dense_reference(problem, burnin):
     expected = naive.scvb0_expected_counts(docs, point, ALPHA, thetas, burnin)
     got = as_dense(stats, n_topics, n_words)
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+ASYMMETRIC = np.array([0.05, 0.8, 0.3, 0.01, 1.5, 0.2])
+
+
+def scvb0_frozen(topic_word):
+    """The point estimates of topic_word (as infer.frozen_point_estimates) as FrozenTopics."""
+    n_words = topic_word.shape[1]
+    norm = topic_word.sum(1) + n_words * ETA
+    rows = [np.nonzero(topic_word[:, w])[0] for w in range(n_words)]
+    return FrozenTopics(np.arange(n_words), np.concatenate([[0], np.cumsum([len(r) for r in rows])]),
+                        np.concatenate(rows).astype(np.int32),
+                        np.concatenate([topic_word[r, w] / norm[r] for w, r in enumerate(rows)]), ETA / norm)
+
+
+@pytest.mark.parametrize("alpha", [ALPHA, ASYMMETRIC], ids=["symmetric", "asymmetric"])
+@pytest.mark.parametrize("method", ["vb", "lsparse", "scvb0"])
+def test_an_asymmetric_alpha_and_expected_log_theta_equal_the_dense_reference(problem, method, alpha):
+    """With alpha_k per topic, the statistics and each document's E[log theta_dk] (what a learned
+    alpha reads) are the references' (tests/naive.py)."""
+    topic_word, batch, docs, seeds = problem
+    n_topics, n_words = topic_word.shape
+    log_theta = np.zeros((batch.n_docs, n_topics))
+    expected_log_theta = []
+    if method == "scvb0":
+        stats = scvb0_local_step(batch, scvb0_frozen(topic_word), seeds, alpha=alpha, burnin=2, log_theta=log_theta)
+        thetas = []
+        for seed, (_, counts) in zip(seeds, docs):
+            weight = np.zeros(n_topics)
+            fill_initial_theta_weight(seed, float(counts.sum()), alpha, weight)
+            thetas.append(weight - alpha)
+        expected = naive.scvb0_expected_counts(docs, naive.point_estimates(topic_word, ETA), alpha, thetas, 2,
+                                               log_theta=expected_log_theta)
+    else:
+        top_l = 2 if method == "lsparse" else None
+        step = lsparse_local_step if top_l else vb_local_step
+        stats = step(batch, freeze(topic_word, ETA), seeds, alpha=alpha, max_iterations=40, log_theta=log_theta,
+                     **({"top_l": top_l} if top_l else {}))
+        expected = naive.online_vb_expected_counts(docs, naive.exp_elog_beta(topic_word, ETA), alpha,
+                                                   initial_gammas(seeds, n_topics), 40, top_l=top_l,
+                                                   log_theta=expected_log_theta)
+    np.testing.assert_allclose(as_dense(stats, n_topics, n_words), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(log_theta, np.array(expected_log_theta), rtol=1e-9, atol=1e-10)
+    assert (log_theta < 0).all()
 
 
 def test_a_dense_statistic_that_cannot_fit_is_refused(problem, monkeypatch):

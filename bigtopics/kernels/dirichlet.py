@@ -12,6 +12,15 @@ and for a symmetric prior a_k = a over V items (eta over a topic's words)
 
 A term with n_dk = 0 is zero, and equal counts give equal terms, so the sums run over histograms,
 as MALLET's do: (item k, count n, how many draws have it) and (length N, how many draws have it).
+
+A variational local step has no counts but each document's q(theta_d) = Dirichlet(gamma_d), and
+the bound's terms in alpha are D [log Gamma(a_0) - sum_k log Gamma(a_k) + sum_k (a_k - 1) s_k]
+with s_k the mean over the D documents of E[log theta_dk] = psi(gamma_dk) - psi(sum_k gamma_dk)
+(Blei, Ng & Jordan 2003, A.4.2). Its maximum is the Dirichlet's fixed point (Minka 2000, eq. 9)
+
+    a_k <- psi^-1(psi(a_0) + s_k),
+
+each iteration a step that raises the bound.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .special import digamma
+from .special import digamma, inverse_digamma
 
 
 # psi(n + a) - psi(a) = sum_{i < n} 1 / (a + i): for counts up to this, the sum (as MALLET's
@@ -108,6 +117,27 @@ def eta_fixed_point(counts, weights, totals, total_weights, n_items, eta, floor,
         if change < tolerance:
             break
     return eta
+
+
+@njit(cache=True)
+def dirichlet_fixed_point(mean_log, alpha, floor, ceiling, max_iterations, tolerance):
+    """Iterate a_k <- psi^-1(psi(a_0) + mean_log[k]) from `alpha` (module docstring) until no a_k
+    moves by more than `tolerance` (relative) or for max_iterations, each a_k kept within
+    [floor, ceiling]; a new array."""
+    a = alpha.copy()
+    for _ in range(max_iterations):
+        total = 0.0
+        for k in range(a.shape[0]):
+            total += a[k]
+        psi_total = digamma(total)
+        change = 0.0
+        for k in range(a.shape[0]):
+            new = min(max(inverse_digamma(psi_total + mean_log[k]), floor), ceiling)
+            change = max(change, abs(new - a[k]) / a[k])
+            a[k] = new
+        if change < tolerance:
+            break
+    return a
 
 
 @njit(cache=True)

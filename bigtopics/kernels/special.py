@@ -54,3 +54,33 @@ def exp_digamma_array(values: np.ndarray) -> np.ndarray:
     for i in prange(values.shape[0]):
         out[i] = exp_digamma(values[i])
     return out
+
+
+@njit(cache=True)
+def trigamma(x: float) -> float:
+    """psi'(x) for x > 0: the recurrence psi'(x) = psi'(x + 1) + 1/x^2 up to x >= 10, then
+    psi'(x) ~ 1/x + 1/(2x^2) + sum_n B_2n / x^(2n+1) (n = 1..6); relative error below 1e-13."""
+    result = 0.0
+    while x < 10.0:
+        result += 1.0 / (x * x)
+        x += 1.0
+    f = 1.0 / (x * x)
+    series = 1.0 / 6 - f * (1.0 / 30 - f * (1.0 / 42 - f * (1.0 / 30 - f * (5.0 / 66 - f * (691.0 / 2730)))))
+    return result + 1.0 / x + 0.5 * f + f / x * series
+
+
+EULER_GAMMA = 0.5772156649015329
+
+
+@njit(cache=True)
+def inverse_digamma(y: float) -> float:
+    """The x > 0 with psi(x) = y: Minka's start (exp(y) + 1/2, or -1/(y + Euler's gamma) for
+    y < -2.22; "Estimating a Dirichlet distribution", appendix C) and Newton's steps on psi,
+    which is increasing and concave, until the step is below 1e-14 relative (a few steps)."""
+    x = math.exp(y) + 0.5 if y >= -2.22 else -1.0 / (y + EULER_GAMMA)
+    for _ in range(50):
+        step = (digamma(x) - y) / trigamma(x)
+        x -= step
+        if abs(step) <= 1e-14 * x:
+            break
+    return x

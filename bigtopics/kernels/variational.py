@@ -11,7 +11,10 @@ entries (word w, count c). With a document weight a[k] the responsibility of an 
     phi[k] = a[k] beta[k, w] / norm,   norm = sum_k a[k] beta[k, w],
 
 where a[k] = exp(psi(gamma_k)) for the variational methods (the -psi(sum gamma) of
-Elog_theta cancels in the normalisation) and a[k] = N_theta[k] + alpha for SCVB0.
+Elog_theta cancels in the normalisation) and a[k] = N_theta[k] + alpha for SCVB0. alpha is a
+number or K numbers alpha_k (kernels/prior.py). For a learned alpha each document can also write
+E[log theta_dk] = psi(gamma_dk) - psi(sum_k gamma_dk) (with gamma = N_theta + alpha for SCVB0)
+into its row of `log_theta`, a flat documents x K array (empty when not wanted).
 
 Online VB and SCVB0 are dense in K: their statistic Nhat[k, w] = sum_d c_dw phi_dw[k] has K
 entries per word. It is built in two phases so that the sum is deterministic whatever the number
@@ -30,6 +33,7 @@ import numpy as np
 from numba import njit, prange
 
 from .jit import document_kernel
+from .prior import prior_of
 from .ranges import even_ranges
 from .rng import next_uniform
 from .special import digamma
@@ -55,7 +59,7 @@ def fill_initial_gamma(seed, gamma):
 @njit(cache=True)
 def fill_initial_theta_weight(seed, doc_length, alpha, theta_weight):
     """SCVB0's random start: N_theta = doc_length * u / sum(u), u_k ~ U(0, 1] from the document's
-    stream; stores theta_weight[k] = N_theta[k] + alpha."""
+    stream; stores theta_weight[k] = N_theta[k] + alpha_k."""
     state = seed
     total = 0.0
     for k in range(theta_weight.shape[0]):
@@ -63,7 +67,7 @@ def fill_initial_theta_weight(seed, doc_length, alpha, theta_weight):
         theta_weight[k] = 1.0 - u
         total += 1.0 - u
     for k in range(theta_weight.shape[0]):
-        theta_weight[k] = doc_length * theta_weight[k] / total + alpha
+        theta_weight[k] = doc_length * theta_weight[k] / total + prior_of(alpha, k)
 
 
 @njit(cache=True, inline="always")
@@ -89,17 +93,31 @@ def _exp_digamma(gamma, topics, n_topics_used, out):
         out[k] = math.exp(digamma(gamma[k]))
 
 
+@njit(cache=True, inline="always")
+def _expected_log_theta(gamma, out):
+    """out[k] = psi(gamma_k) - psi(sum_k gamma_k), unless out is empty (not wanted)."""
+    if out.shape[0] == 0:
+        return
+    total = 0.0
+    for k in range(gamma.shape[0]):
+        total += gamma[k]
+    psi_total = digamma(total)
+    for k in range(gamma.shape[0]):
+        out[k] = digamma(gamma[k]) - psi_total
+
+
 @document_kernel
 def vb_document(entry_words, entry_counts, alpha, max_iterations, seed, row_indptr, row_topics, row_coef,
-                smoothing, gamma, phi, expected, all_topics, doc_weight, entry_scale):
+                smoothing, gamma, phi, expected, all_topics, doc_weight, entry_scale, log_theta):
     """Online VB's local fixed point for one document (Hoffman et al. 2010), dense in K.
 
     gamma starts at Gamma(100, 1/100) draws; then repeat
         phi[w, k] ∝ exp(psi(gamma_k)) beta[k, w],   gamma_k = alpha + sum_w c_w phi[w, k]
     until mean_k |change of gamma_k| < 1e-5 or max_iterations. Writes the final
     doc_weight[k] = exp(psi(gamma_k)) and entry_scale[e] = c_e / norm_e, so that the document's
-    statistic is c_e phi[w_e, k] = doc_weight[k] beta[k, w_e] entry_scale[e]. gamma, phi,
-    expected are scratch of K entries; all_topics = 0..K-1. Returns the iterations run.
+    statistic is c_e phi[w_e, k] = doc_weight[k] beta[k, w_e] entry_scale[e], and log_theta (module
+    docstring). gamma, phi, expected are scratch of K entries; all_topics = 0..K-1. Returns the
+    iterations run.
     """
     n_topics = smoothing.shape[0]
     fill_initial_gamma(seed, gamma)
@@ -115,31 +133,33 @@ def vb_document(entry_words, entry_counts, alpha, max_iterations, seed, row_indp
                 expected[k] += scale * phi[k]
         change = 0.0
         for k in range(n_topics):
-            change += abs(alpha + expected[k] - gamma[k])
-            gamma[k] = alpha + expected[k]
+            change += abs(prior_of(alpha, k) + expected[k] - gamma[k])
+            gamma[k] = prior_of(alpha, k) + expected[k]
         if change / n_topics < CONVERGED_MEAN_CHANGE:
             break
     _exp_digamma(gamma, all_topics, n_topics, doc_weight)
     for e in range(entry_words.shape[0]):
         entry_scale[e] = entry_counts[e] / dense_weights(entry_words[e], doc_weight, row_indptr, row_topics,
                                                          row_coef, smoothing, phi)
+    _expected_log_theta(gamma, log_theta)
     return iterations
 
 
 @document_kernel
 def scvb0_document(entry_words, entry_counts, alpha, burnin, seed, row_indptr, row_topics, row_coef,
-                   smoothing, gamma, theta_weight, entry_scale):
+                   smoothing, gamma, theta_weight, entry_scale, log_theta):
     """SCVB0's document step (Foulds et al. 2013) with the topic statistics frozen, dense in K.
 
     N_theta starts random (fill_initial_theta_weight). Each of `burnin` passes visits the
     entries in order; an entry of word w with count c is one clumped update of its c tokens:
-        gamma_k ∝ beta[k, w] (N_theta[k] + alpha)
+        gamma_k ∝ beta[k, w] (N_theta[k] + alpha_k)
         N_theta <- (1 - rho)^c N_theta + (1 - (1 - rho)^c) C_j gamma,   rho = (10 + t)^-0.9
     with C_j the document length and t the tokens this document has updated so far. The final
     pass reads out gamma with N_theta held at its value after burn-in (Foulds also update N_theta
     during that pass; holding it lets the statistic factor as below): writes
-    theta_weight[k] = N_theta[k] + alpha and entry_scale[e] = c_e / norm_e, so the document's
-    statistic is c_e gamma_e[k] = theta_weight[k] beta[k, w_e] entry_scale[e].
+    theta_weight[k] = N_theta[k] + alpha_k and entry_scale[e] = c_e / norm_e, so the document's
+    statistic is c_e gamma_e[k] = theta_weight[k] beta[k, w_e] entry_scale[e]; and log_theta
+    of Dirichlet(theta_weight) (module docstring).
     """
     n_topics = smoothing.shape[0]
     doc_length = 0.0
@@ -154,11 +174,13 @@ def scvb0_document(entry_words, entry_counts, alpha, burnin, seed, row_indptr, r
             keep = (1.0 - rho) ** entry_counts[e]
             step = (1.0 - keep) * doc_length / norm
             for k in range(n_topics):
-                theta_weight[k] = keep * (theta_weight[k] - alpha) + step * gamma[k] + alpha
+                prior = prior_of(alpha, k)
+                theta_weight[k] = keep * (theta_weight[k] - prior) + step * gamma[k] + prior
             tokens_updated += entry_counts[e]
     for e in range(entry_words.shape[0]):
         entry_scale[e] = entry_counts[e] / dense_weights(entry_words[e], theta_weight, row_indptr, row_topics,
                                                          row_coef, smoothing, gamma)
+    _expected_log_theta(theta_weight, log_theta)
 
 
 @njit(cache=True, inline="always")
@@ -231,7 +253,7 @@ def _top_l_pass(entry_words, entry_counts, top_l, active, n_active, doc_weight, 
 @document_kernel
 def lsparse_document(entry_words, entry_counts, alpha, top_l, max_iterations, seed, row_indptr, row_topics,
                      row_coef, smoothing, gamma, doc_weight, expected, active, coef_of, heap_weight, heap_topic,
-                     out_words, out_topics, out_values):
+                     out_words, out_topics, out_values, log_theta):
     """L-sparse variational responsibilities for one document (Hughes & Sudderth, Alg. 2 right).
 
     Online VB's fixed point (vb_document, same initial gamma and stopping rule) with every
@@ -241,8 +263,9 @@ def lsparse_document(entry_words, entry_counts, alpha, top_l, max_iterations, se
     previous iteration (a topic that dropped out is assumed never to return), so an iteration
     costs O(entries * active * log L + row lengths) instead of O(entries * K). The final
     responsibilities (from the final gamma) are emitted as (word, topic, c * r) triples, at most
-    L per entry; returns how many. Scratch: gamma, doc_weight, expected, active (int32) of K;
-    coef_of of K zeros; heap_* of L.
+    L per entry; returns how many; and log_theta (module docstring; a topic that left the document
+    keeps gamma_k = alpha_k). Scratch: gamma, doc_weight, expected, active (int32) of K; coef_of
+    of K zeros; heap_* of L.
     """
     n_topics = smoothing.shape[0]
     fill_initial_gamma(seed, gamma)
@@ -260,8 +283,8 @@ def lsparse_document(entry_words, entry_counts, alpha, top_l, max_iterations, se
         still_active = 0
         for i in range(n_active):
             k = active[i]
-            change += abs(alpha + expected[k] - gamma[k])
-            gamma[k] = alpha + expected[k]
+            change += abs(prior_of(alpha, k) + expected[k] - gamma[k])
+            gamma[k] = prior_of(alpha, k) + expected[k]
             if expected[k] > 0.0:
                 active[still_active] = k
                 still_active += 1
@@ -269,6 +292,7 @@ def lsparse_document(entry_words, entry_counts, alpha, top_l, max_iterations, se
         if change / n_topics < CONVERGED_MEAN_CHANGE:
             break
     _exp_digamma(gamma, active, n_active, doc_weight)
+    _expected_log_theta(gamma, log_theta)
     return _top_l_pass(entry_words, entry_counts, top_l, active, n_active, doc_weight, row_indptr, row_topics,
                        row_coef, smoothing, coef_of, heap_weight, heap_topic, expected, True, out_words,
                        out_topics, out_values)
@@ -276,9 +300,9 @@ def lsparse_document(entry_words, entry_counts, alpha, top_l, max_iterations, se
 
 @njit(parallel=True)
 def _vb_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bounds, alpha, max_iterations,
-                  row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale):
+                  row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale, log_theta):
     """Each worker runs vb_document over a static range of documents; document d writes row d of
-    doc_weight and its entries' slots of entry_scale."""
+    doc_weight (and of log_theta, if not empty) and its entries' slots of entry_scale."""
     n_topics = smoothing.shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
         gamma = np.empty(n_topics)
@@ -289,12 +313,12 @@ def _vb_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bound
             lo, hi = doc_indptr[d], doc_indptr[d + 1]
             vb_document(entry_words[lo:hi], entry_counts[lo:hi], alpha, max_iterations, doc_seeds[d], row_indptr,
                         row_topics, row_coef, smoothing, gamma, phi, expected, all_topics, doc_weight[d],
-                        entry_scale[lo:hi])
+                        entry_scale[lo:hi], log_theta[d * n_topics:(d + 1) * n_topics])
 
 
 @njit(parallel=True)
 def _scvb0_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bounds, alpha, burnin,
-                     row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale):
+                     row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale, log_theta):
     """Each worker runs scvb0_document over a static range of documents (outputs as _vb_minibatch)."""
     n_topics = smoothing.shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
@@ -302,15 +326,17 @@ def _scvb0_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bo
         for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
             lo, hi = doc_indptr[d], doc_indptr[d + 1]
             scvb0_document(entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, doc_seeds[d], row_indptr,
-                           row_topics, row_coef, smoothing, gamma, doc_weight[d], entry_scale[lo:hi])
+                           row_topics, row_coef, smoothing, gamma, doc_weight[d], entry_scale[lo:hi],
+                           log_theta[d * n_topics:(d + 1) * n_topics])
 
 
 @njit(parallel=True)
 def _lsparse_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bounds, alpha, top_l,
                        max_iterations, row_indptr, row_topics, row_coef, smoothing, out_words, out_topics,
-                       out_values, out_n_pairs):
+                       out_values, out_n_pairs, log_theta):
     """Each worker runs lsparse_document over a static range of documents; document d writes its
-    triples from offset doc_indptr[d] * top_l, so the output does not depend on the workers."""
+    triples from offset doc_indptr[d] * top_l (and its row of log_theta, if not empty), so the
+    output does not depend on the workers."""
     n_topics = smoothing.shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
         gamma = np.empty(n_topics)
@@ -326,7 +352,7 @@ def _lsparse_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_
                 entry_words[lo:hi], entry_counts[lo:hi], alpha, top_l, max_iterations, doc_seeds[d], row_indptr,
                 row_topics, row_coef, smoothing, gamma, doc_weight, expected, active, coef_of, heap_weight,
                 heap_topic, out_words[lo * top_l:hi * top_l], out_topics[lo * top_l:hi * top_l],
-                out_values[lo * top_l:hi * top_l])
+                out_values[lo * top_l:hi * top_l], log_theta[d * n_topics:(d + 1) * n_topics])
 
 
 @njit(parallel=True)

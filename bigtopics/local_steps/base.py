@@ -66,8 +66,15 @@ class LocalStep(ABC):
     @property
     def learns_alpha(self) -> bool:
         """Whether the step's `run` takes `prior_counts` (the parts wanted: "documents", "words"),
-        to return the counts of a sweep (StepResult.prior_counts), and an asymmetric alpha (one
-        value per topic), as learning alpha needs (priors.py)."""
+        to return what an update of the learned alpha reads (StepResult.prior_counts: the counts
+        of a sweep, or a variational step's E[log theta]), and an asymmetric alpha (one value per
+        topic), as learning alpha needs (priors.py)."""
+        return False
+
+    @property
+    def learns_eta(self) -> bool:
+        """Whether the step returns the integer topic-word counts of a sweep (the "words" part of
+        prior_counts) and reads the mean estimate of beta, as learning eta needs (priors.py)."""
         return False
 
     @property

@@ -98,6 +98,10 @@ class GibbsStep(LocalStep):
         return True
 
     @property
+    def learns_eta(self) -> bool:
+        return self.beta_estimate == "mean"
+
+    @property
     def learns_alpha_by_default(self) -> bool:
         return self.sampler == "buckets"
 

@@ -11,7 +11,7 @@ from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
 from ..stats import StepResult
 from .base import LocalStep, option
-from .variational import lsparse_local_step
+from .variational import log_theta_for, step_result, lsparse_local_step
 from .vb import VB_ITERATIONS
 
 
@@ -37,8 +37,13 @@ class LSparseStep(LocalStep):
     def beta_estimate(self) -> str:
         return "geometric"
 
-    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
-            n_workers: int) -> StepResult:
+    @property
+    def learns_alpha(self) -> bool:
+        return True  # from E[log theta] (stats.ExpectedLogTheta)
+
+    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
+            n_workers: int, prior_counts: tuple[str, ...] = ()) -> StepResult:
+        log_theta = log_theta_for(batch, frozen, prior_counts)
         stats = lsparse_local_step(batch, frozen, doc_seeds, alpha=alpha, top_l=min(self.top_l, frozen.n_topics),
-                                   max_iterations=self.vb_iterations, n_workers=n_workers)
-        return StepResult(stats.words, stats.topics, stats.values)
+                                   max_iterations=self.vb_iterations, n_workers=n_workers, log_theta=log_theta)
+        return step_result(stats, log_theta)

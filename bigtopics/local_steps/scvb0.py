@@ -11,7 +11,7 @@ from ..minibatch import Minibatch
 from ..stats import StepResult
 from .base import LocalStep, option
 from .gibbs import SAMPLING_DEFAULTS
-from .variational import scvb0_local_step
+from .variational import log_theta_for, step_result, scvb0_local_step
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,13 @@ class SCVB0Step(LocalStep):
 
         check_integer(self.burnin, "--burnin", 0, MAX_SWEEPS)
 
-    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
-            n_workers: int) -> StepResult:
-        stats = scvb0_local_step(batch, frozen, doc_seeds, alpha=alpha, burnin=self.burnin, n_workers=n_workers)
-        return StepResult(stats.words, stats.topics, stats.values)
+    @property
+    def learns_alpha(self) -> bool:
+        return True  # from E[log theta] (stats.ExpectedLogTheta)
+
+    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
+            n_workers: int, prior_counts: tuple[str, ...] = ()) -> StepResult:
+        log_theta = log_theta_for(batch, frozen, prior_counts)
+        stats = scvb0_local_step(batch, frozen, doc_seeds, alpha=alpha, burnin=self.burnin, n_workers=n_workers,
+                                 log_theta=log_theta)
+        return step_result(stats, log_theta)

@@ -2,9 +2,10 @@
 sections 2-4); their LocalStep classes are vb.py, lsparse.py and scvb0.py.
 
 Each is a pure function of (the minibatch, a frozen view of
-the topics for its words, per-document seeds) returning the minibatch's expected counts
-Nhat[k, w] summed over its documents as SparseStats (the trainer scales by D / |B|). The math is
-in kernels/variational.py.
+the topics for its words, per-document seeds, alpha: a number or K numbers) returning the
+minibatch's expected counts Nhat[k, w] summed over its documents as SparseStats (the trainer
+scales by D / |B|); given a documents x K array `log_theta`, each also fills it with
+E[log theta_dk] for a learned alpha (priors.py). The math is in kernels/variational.py.
 
 Documents are split into n_workers contiguous ranges of about equal numbers of entries (the
 work of these methods is per distinct word of a document, not per token), each run by one numba
@@ -29,11 +30,39 @@ from ..kernels.variational import (_lsparse_minibatch, _scvb0_minibatch, _vb_min
                                   expected_counts_by_word)
 from ..memory import available_bytes, format_bytes
 from ..minibatch import Minibatch
-from ..stats import SparseStats
+from ..stats import ExpectedLogTheta, SparseStats, StepResult
 
 # Bytes per (batch word, topic) cell of a dense statistic at its peak: the float64 array, then
 # the kept positions (int64) and the output words, topics and values (SparseStats).
 DENSE_BYTES_PER_CELL = 8 * 5
+
+
+def kernel_prior(frozen: FrozenTopics, alpha):
+    """alpha as the kernels take it: a float, or K float64 numbers."""
+    return float(alpha) if np.ndim(alpha) == 0 else frozen.asymmetric_prior(alpha)
+
+
+def _log_theta_out(batch: Minibatch, frozen: FrozenTopics, log_theta: np.ndarray | None) -> np.ndarray:
+    """The flat documents x K array the kernels fill with E[log theta_dk] (empty: not wanted)."""
+    if log_theta is None:
+        return np.zeros(0)
+    if log_theta.shape != (batch.n_docs, frozen.n_topics) or log_theta.dtype != np.float64 or \
+            not log_theta.flags.c_contiguous:
+        raise ValueError(f"log_theta must be a C-contiguous float64 array of {batch.n_docs} x {frozen.n_topics}")
+    return log_theta.reshape(-1)
+
+
+def log_theta_for(batch: Minibatch, frozen: FrozenTopics, prior_counts: tuple[str, ...]) -> np.ndarray | None:
+    """The documents x K array a step fills with E[log theta_dk] when an update of the learned
+    alpha asks for it (`prior_counts` not empty), else None. Documents x K float64 for one
+    minibatch, as the dense steps' own document weights."""
+    return np.zeros((batch.n_docs, frozen.n_topics)) if prior_counts else None
+
+
+def step_result(stats: SparseStats, log_theta: np.ndarray | None) -> StepResult:
+    """A variational step's result: its statistics and, if filled, the sums of E[log theta]."""
+    return StepResult(stats.words, stats.topics, stats.values,
+                      prior_counts=None if log_theta is None else ExpectedLogTheta.of_documents(log_theta))
 
 
 def _kernel_args(batch: Minibatch, frozen: FrozenTopics, doc_seeds, n_workers: int) -> tuple:
@@ -73,19 +102,20 @@ def _dense_stats(batch: Minibatch, frozen: FrozenTopics, local_words: np.ndarray
 
 
 def _dense_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds, n_workers: int, method: str, kernel,
-                *settings) -> SparseStats:
+                log_theta: np.ndarray | None, *settings) -> SparseStats:
     """A dense step's kernel (Online VB's or SCVB0's, taking `settings` after the documents) into
     per-document weights and per-entry scales, then its statistics (_dense_stats)."""
     _check_dense_fits(batch, frozen, method)
     doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
     doc_weight = np.zeros((batch.n_docs, frozen.n_topics))
     entry_scale = np.zeros(len(local_words))
-    kernel(doc_indptr, local_words, counts, seeds, bounds, *settings, *_frozen_rows(frozen), doc_weight, entry_scale)
+    kernel(doc_indptr, local_words, counts, seeds, bounds, *settings, *_frozen_rows(frozen), doc_weight, entry_scale,
+           _log_theta_out(batch, frozen, log_theta))
     return _dense_stats(batch, frozen, local_words, doc_weight, entry_scale)
 
 
-def vb_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
-                  max_iterations: int, n_workers: int = 1) -> SparseStats:
+def vb_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
+                  max_iterations: int, n_workers: int = 1, log_theta: np.ndarray | None = None) -> SparseStats:
     """Online VB's local step (Hoffman et al. 2010; algorithms.md 2): Nhat[k, w] = sum_d c_dw phi_dw[k].
 
     `frozen` holds exp(Elog_beta) (TableRows.freeze with the geometric estimate). Each document's gamma starts at
@@ -95,12 +125,12 @@ def vb_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray,
     """
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
-    return _dense_step(batch, frozen, doc_seeds, n_workers, "Online VB", _vb_minibatch, float(alpha),
-                       int(max_iterations))
+    return _dense_step(batch, frozen, doc_seeds, n_workers, "Online VB", _vb_minibatch, log_theta,
+                       kernel_prior(frozen, alpha), int(max_iterations))
 
 
-def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
-                     burnin: int, n_workers: int = 1) -> SparseStats:
+def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
+                     burnin: int, n_workers: int = 1, log_theta: np.ndarray | None = None) -> SparseStats:
     """SCVB0's local step (Foulds et al. 2013; algorithms.md 3) with the topics frozen.
 
     `frozen` holds the point estimates (infer.frozen_point_estimates): smoothing[k] + coef[k, w]
@@ -111,11 +141,13 @@ def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarr
     """
     if burnin < 0:
         raise ValueError("burnin must be non-negative")
-    return _dense_step(batch, frozen, doc_seeds, n_workers, "SCVB0", _scvb0_minibatch, float(alpha), int(burnin))
+    return _dense_step(batch, frozen, doc_seeds, n_workers, "SCVB0", _scvb0_minibatch, log_theta,
+                       kernel_prior(frozen, alpha), int(burnin))
 
 
-def lsparse_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
-                       top_l: int, max_iterations: int, n_workers: int = 1) -> SparseStats:
+def lsparse_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
+                       top_l: int, max_iterations: int, n_workers: int = 1,
+                       log_theta: np.ndarray | None = None) -> SparseStats:
     """L-sparse variational local step (Hughes & Sudderth; algorithms.md 4).
 
     Online VB (same initial gamma and stopping rule) with each document-word's responsibilities
@@ -135,8 +167,9 @@ def lsparse_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.nda
     out_topics = np.empty(n_slots, np.int32)
     out_values = np.empty(n_slots, np.float64)
     out_n_pairs = np.zeros(batch.n_docs, np.int64)
-    _lsparse_minibatch(doc_indptr, local_words, counts, seeds, bounds, float(alpha), int(top_l),
-                       int(max_iterations), *_frozen_rows(frozen), out_words, out_topics, out_values, out_n_pairs)
+    _lsparse_minibatch(doc_indptr, local_words, counts, seeds, bounds, kernel_prior(frozen, alpha), int(top_l),
+                       int(max_iterations), *_frozen_rows(frozen), out_words, out_topics, out_values, out_n_pairs,
+                       _log_theta_out(batch, frozen, log_theta))
     words, topics, values = merge_pairs(out_words, out_topics, out_values, doc_indptr[:-1] * top_l, out_n_pairs,
                                         len(frozen.words), frozen.n_topics)
     return SparseStats(frozen.words[words], topics, values)

@@ -10,7 +10,7 @@ from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
 from ..stats import StepResult
 from .base import LocalStep, option
-from .variational import vb_local_step
+from .variational import log_theta_for, step_result, vb_local_step
 
 VB_ITERATIONS = 100
 
@@ -34,8 +34,13 @@ class VBStep(LocalStep):
     def beta_estimate(self) -> str:
         return "geometric"  # Online VB reads exp(E[log beta]), as its paper
 
-    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
-            n_workers: int) -> StepResult:
+    @property
+    def learns_alpha(self) -> bool:
+        return True  # from E[log theta] (stats.ExpectedLogTheta)
+
+    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
+            n_workers: int, prior_counts: tuple[str, ...] = ()) -> StepResult:
+        log_theta = log_theta_for(batch, frozen, prior_counts)
         stats = vb_local_step(batch, frozen, doc_seeds, alpha=alpha, max_iterations=self.vb_iterations,
-                              n_workers=n_workers)
-        return StepResult(stats.words, stats.topics, stats.values)
+                              n_workers=n_workers, log_theta=log_theta)
+        return step_result(stats, log_theta)
