@@ -11,7 +11,9 @@ fresh process whose numba kernels are compiled first on 8 documents (systems.com
 that time is printed apart). Reported per run, from the trainer's own clock and metrics log:
 
   - tokens/s and seconds per 10,000 sections (the trainer's training time, which leaves out
-    the held-out score at the end and the model written after it), peak RSS (getrusage);
+    the held-out score at the end and the model written after it), peak RSS (getrusage), and
+    the cores the process kept busy (its CPU time over its wall time: below the thread count
+    when other processes share the cores);
   - the held-out log-likelihood per token at the end (left-to-right, the trainer's);
   - where the time went: the trainer's phases (metrics.jsonl `phase_seconds`: freeze = copying
     the minibatch's rows, local step, global step, priors, read_wait = waiting on the read-ahead
@@ -126,9 +128,9 @@ def epoch_child(store: str, k: int, workers: int, heldout: int, options: dict) -
     install_clocks(seconds)
     with tempfile.TemporaryDirectory(prefix="bench-epoch-") as tmp:
         trainer = Trainer(store, Path(tmp) / "run", settings, quiet=True)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         trainer.run()
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         peak = peak_rss_bytes(include_children=False)
         clocked = dict(seconds)
         final = read_metrics(Path(tmp) / "run" / METRICS_NAME)[-1]
@@ -139,7 +141,7 @@ def epoch_child(store: str, k: int, workers: int, heldout: int, options: dict) -
     sampling = clocked.get("sampling", 0.0)
     clocked["sampler set-up"] = clocked.pop("gibbs_sample", 0.0) - sampling
     return {"k": k, "workers": trainer.executor.n_threads, "docs": st.docs_seen, "tokens": st.tokens_seen,
-            "seconds": st.seconds, "wall_seconds": wall, "compile_seconds": compile_seconds,
+            "seconds": st.seconds, "wall_seconds": wall, "cpu_seconds": cpu, "compile_seconds": compile_seconds,
             "tokens_per_s": st.tokens_seen / st.seconds, "s_per_10k_docs": st.seconds / st.docs_seen * 10_000,
             "peak_rss_mib": peak / 2**20, "heldout_loglik": final["heldout_loglik"],
             "table_entries": final["table_entries"], "batch_size": s.batch_size, "sweeps_per_visit": sweeps,
@@ -240,9 +242,9 @@ def main() -> None:
           f"one epoch, one-epoch defaults, {args.heldout} sections held out; options {options or 'none'}; "
           f"{args.repeat} round(s), the best run shown; load average 1 min {runs[0]['load_before']:.1f} at the "
           f"start, {max(r['load_after'] for r in runs):.1f} at most after a run\n")
-    print("| store | K | threads | tokens/s | s / 10k sections | peak RSS | held-out | ns / draw (x threads) | "
-          "topics / section | entries / row | table entries | compile |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| store | K | threads | tokens/s | s / 10k sections | cores busy | peak RSS | held-out | ns / draw "
+          "(x threads) | topics / section | entries / row | table entries | compile |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def best(store, k, workers):
         return min((r for r in runs if (r["store"], r["k"], r["workers"]) == (store, k, workers)),
@@ -255,7 +257,7 @@ def main() -> None:
                 r = best(store, k, workers)
                 print(f"| {Path(store).name} ({d['sections']:,} sections, {d['tokens_per_section']:.0f} tokens "
                       f"each) | {k} | {workers} | {r['tokens_per_s']:,.0f} | {r['s_per_10k_docs']:.2f} | "
-                      f"{r['peak_rss_mib']:.0f} MiB | {r['heldout_loglik']:.4f} | {r['ns_per_draw']:.0f} "
+                      f"{r['cpu_seconds'] / r['wall_seconds']:.2f} | {r['peak_rss_mib']:.0f} MiB | {r['heldout_loglik']:.4f} | {r['ns_per_draw']:.0f} "
                       f"({r['thread_ns_per_draw']:.0f}) | {r['topics_per_section']:.1f} | "
                       f"{r['entries_per_row_token_weighted']:.0f} | {r['table_entries']:,} | "
                       f"{r['compile_seconds']:.1f} s |")
