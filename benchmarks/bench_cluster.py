@@ -9,8 +9,8 @@ processes, N = all cores). Kernels are compiled before the clock starts, on the 
 the worker plugin) on every worker. Printed per K: seconds per epoch of each and their ratio; the
 bytes sent to the workers and received from them per minibatch against the table's size at the
 end and against a dense K x V float64 matrix (what Spark MLlib's online LDA ships every step);
-and the driver's own time per minibatch (copying the rows, merging the shards, the global step)
-as the serial part. The two models are compared bit for bit.
+and the driver's own time per minibatch (submitting the tasks, merging the shards, the global
+step and sending its update) as the serial part. The two models are compared bit for bit.
 
 A projection of an epoch of the core paper's corpus (33 billion words in 44 million sections) at
 the largest K on 8, 32 and 128 machines of 16 cores follows from these figures: Amdahl's law
@@ -144,8 +144,8 @@ def main() -> None:
                   f"({remote['table_entries']:,} entries), dense K x V x 8 {remote['dense_bytes'] / 2**20:.0f} MiB; "
                   f"sent/table {f['bytes_sent_per_minibatch'] / remote['table_bytes']:.3f}, "
                   f"sent/dense {f['bytes_sent_per_minibatch'] / remote['dense_bytes']:.4f}", flush=True)
-            print(f"         driver per minibatch {driver:.1f} ms (table rows {rows_ms:.1f}, shard rows and merge "
-                  f"{f['driver_seconds'] / n * 1e3:.1f}, global step {step_ms:.1f}); waiting on workers "
+            print(f"         driver per minibatch {driver:.1f} ms (previous visits {rows_ms:.1f}, tasks and merge "
+                  f"{f['driver_seconds'] / n * 1e3:.1f}, global step and its update {step_ms:.1f}); waiting on workers "
                   f"{f['wait_seconds'] / n * 1e3:.0f} ms", flush=True)
             results.append({"k": k, "in_process": local, "cluster": remote})
     for line in project(results[-1]["in_process"], results[-1]["cluster"]):

@@ -1,10 +1,9 @@
 """Frozen views of the topics for one minibatch: what a local step reads while the table stays fixed.
 
 `TableRows` is the topic-word table's rows for the minibatch's words with the topic totals and
-the scale pi: a view of the table's pool in process, pickled as those rows' entries alone (it
-grows with the rows of the minibatch's words, never with K x V), which is what an executor
-ships to its workers. Exclude-own is a subtraction on a copy of the rows (`without`), never on
-the live table.
+the scale pi: a view of the table's pool (the driver's table in process, a worker's copy of it
+on a cluster). Exclude-own is a subtraction on a copy of the rows (`without`), never on the
+live table.
 
 `FrozenTopics` is the estimate of beta the samplers read, split as smoothing[k] + coef[k, w]
 (kernels/frozen.py), built from TableRows (`TableRows.freeze`) or from the CSR rows of a model
@@ -22,7 +21,7 @@ from .kernels.frozen import freeze_table_rows, index_rows
 from .kernels.prior import weighted_row_cumsum
 from .kernels.rows import copy_segments
 from .kernels.special import exp_digamma, exp_digamma_array
-from .kernels.table import EMPTY, fill_rows, gather_rows, take_out
+from .kernels.table import take_out
 
 
 BETA_ESTIMATES = ("mean", "geometric")
@@ -151,8 +150,7 @@ class TableRows:
     N[k] = pi * Msum[k] (topic_word.py).
 
     `from_table` and `subset` are views that share the pool they read (no copy, valid until the
-    table next changes); `without` copies the rows it changes; a pickled TableRows carries just
-    its rows' entries, which the receiver puts back slot for slot."""
+    table next changes); `without` copies the rows it changes."""
 
     words: np.ndarray  # int64
     row_start: np.ndarray  # int64
@@ -223,31 +221,6 @@ class TableRows:
                      topic_scale)
             frozen._view = frozen._with_index(row_coef_cumsum, index)
         return frozen
-
-    def __getstate__(self) -> dict:
-        """Pickled as the rows' entries in layout order, without the rest of the pool: the receiver
-        puts every entry back in its slot (kernels/table.py, gather_rows and fill_rows)."""
-        local = np.arange(len(self.words), dtype=np.int64)
-        indptr, topics, values = gather_rows(local, 1.0, False, self.row_start, self.row_capacity, self.row_size,
-                                             self.pool_topics, self.pool_values)
-        return {"words": self.words, "row_capacity": self.row_capacity, "indptr": indptr, "topics": topics,
-                "values": values, "topic_sums": self.topic_sums, "pi": self.pi, "n_words": self.n_words}
-
-    def __setstate__(self, state: dict) -> None:
-        capacity = state["row_capacity"]
-        start = np.zeros(len(capacity) + 1, np.int64)
-        np.cumsum(capacity, out=start[1:])
-        pool_topics = np.full(start[-1], EMPTY, np.int32)
-        pool_values = np.zeros(start[-1], np.float64)
-        fill_rows(state["indptr"], state["topics"], state["values"], start, capacity, pool_topics, pool_values)
-        self.__init__(state["words"], start[:-1], capacity, np.diff(state["indptr"]).astype(np.int32), pool_topics,
-                      pool_values, state["topic_sums"], state["pi"], state["n_words"])
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes on the wire (pickled: the rows' entries without free slots)."""
-        n_rows, n_entries = len(self.words), int(self.row_size.sum())
-        return n_rows * (8 + 4 + 8) + n_entries * (4 + 8) + self.topic_sums.nbytes
 
 
 class SlotBuffers:

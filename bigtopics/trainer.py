@@ -29,7 +29,7 @@ from .atomic import DiskFullError, atomic_write_bytes, is_disk_full, no_space
 from .checkpoints import (START_OF_RUN, CheckpointError, CheckpointInfo, load_latest_checkpoint, never_checkpointed,
                           remove_temporaries, save_checkpoint)
 from .executors import Executor, StepTask, make_executor
-from .frozen import SlotBuffers, TableRows
+from .frozen import SlotBuffers
 from .heldout import heldout_documents, heldout_loglik
 from .memory import format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
 from .model import MODEL_NAME, write_model
@@ -479,9 +479,8 @@ class Trainer:
             task = replace(task, alpha=priors.current_alpha(s), eta=priors.eta,
                            prior_counts=priors.counts_needed(s) if priors.updates_after(s, st.step + 1) else ())
         with self.timer("freeze"):
-            rows = TableRows.from_table(self.table, executor.words(work))
-            if self.saved is not None:
-                rows = rows.without(executor.previous_stats(work, self.saved).stats(), self._slot_buffers)
+            own = None if self.saved is None else executor.previous_stats(work, self.saved).stats()
+            rows = executor.rows(work, self.table, own, self._slot_buffers)
         with self.timer("local_step"):
             result = executor.run(work, rows, task)
         if self.saved is not None:
@@ -490,7 +489,7 @@ class Trainer:
         rho = learning_rate(st.step, s.tau0, s.kappa)
         stats = result.stats()
         with self.timer("global_step"):
-            self.table.update(stats.words, stats.topics, stats.values, rho, self.n_training_docs / plan.n_docs)
+            executor.global_step(self.table, stats, rho, self.n_training_docs / plan.n_docs)
         if task.prior_counts:
             with self.timer("priors"):
                 priors.update(s, result.prior_counts, self.store.n_words, rho)

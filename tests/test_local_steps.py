@@ -101,14 +101,12 @@ class TestLocalStepContract:
         else:
             assert result.last_sweep is None
 
-    def test_rows_and_step_survive_a_pickle_round_trip(self, case, table, batch):
+    def test_step_survives_a_pickle_round_trip(self, case, table, batch):
+        """A cluster's workers receive the step pickled, and read rows of their own copy of the table."""
         step, rows = self.setup_step(case, table, batch)
-        shipped_step, shipped_rows = pickle.loads(pickle.dumps((step, rows)))
+        shipped_step = pickle.loads(pickle.dumps(step))
         assert shipped_step == step
-        copied = rows.copy()  # the rows alone, back to back: what a pickle rebuilds, slot for slot
-        for name in ("row_start", "row_capacity", "row_size", "pool_topics", "pool_values", "topic_sums"):
-            np.testing.assert_array_equal(getattr(shipped_rows, name), getattr(copied, name))
-        assert_same(self.run(step, rows, batch), self.run(shipped_step, shipped_rows, batch))
+        assert_same(self.run(step, rows, batch), self.run(shipped_step, rows, batch))
 
     def test_shards_with_their_own_rows_merge_in_document_order(self, case, table, batch):
         """A worker gets a shard's documents and only the rows of its words; the merge of the

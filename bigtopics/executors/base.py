@@ -1,18 +1,21 @@
 """The executor's interface: where the local step of each minibatch runs.
 
 The trainer keeps the topic-word table, applies the global step and checkpoints; an executor
-is handed minibatch plans (plan.py: document numbers, epoch) and, for each, a frozen,
-self-contained view of the table rows the minibatch needs (frozen.TableRows), and returns the
-minibatch's statistics merged in document order (stats.StepResult). One minibatch goes through
+is handed minibatch plans (plan.py: document numbers, epoch) and, for each, the table rows the
+minibatch needs, and returns the minibatch's statistics merged in document order
+(stats.StepResult). One minibatch goes through
 
     work = next(executor.minibatches(plans, task))   reading starts, ahead of the sampler
     executor.words(work)                         the minibatch's distinct word ids
     executor.n_tokens(work)                      and its number of tokens
     executor.previous_stats(work, saved)         exclude-own: what its documents added last visit
+    rows = executor.rows(work, table, own)       the rows it reads (less its own statistics)
     executor.run(work, rows, task)               the local step on the frozen rows
+    executor.global_step(table, stats, ...)      the table moves on
 
-and the same plans, rows and task give the same result, bit for bit, on every executor.
-Executors register in executors/__init__.py.
+and the same plans, table and task give the same result, bit for bit, on every executor. The
+global step goes through the executor so that an executor that keeps copies of the table
+(executors/cluster.py) can move them on with it. Executors register in executors/__init__.py.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from typing import Iterator
 import numpy as np
 
 from ..assignments import SavedAssignments
-from ..frozen import FrozenTopics, TableRows
+from ..frozen import FrozenTopics, SlotBuffers, TableRows
 from ..local_steps import LocalStep
 from ..minibatch import Minibatch
 from ..plan import MinibatchPlan
-from ..stats import StepResult
+from ..stats import SparseStats, StepResult
+from ..topic_word import TopicWordTable
 
 
 @dataclass(frozen=True)
@@ -78,10 +82,20 @@ class Executor(ABC):
     def previous_stats(self, work, saved: SavedAssignments) -> StepResult:
         """The statistics the work's documents added on their previous visit (assignments.previous_stats)."""
 
+    def rows(self, work, table: TopicWordTable, own: SparseStats | None = None, buffers: SlotBuffers | None = None):
+        """What `run` reads for the work: the table's rows for its words, less `own` (the
+        statistics its documents added on their previous visit, exclude-own) if given."""
+        rows = TableRows.from_table(table, self.words(work))
+        return rows if own is None else rows.without(own, buffers)
+
     @abstractmethod
-    def run(self, work, rows: TableRows, task: StepTask) -> StepResult:
-        """The local step on the work's documents with the topics frozen from `rows`, merged in
-        document order."""
+    def run(self, work, rows, task: StepTask) -> StepResult:
+        """The local step on the work's documents with the topics frozen from `rows` (as
+        `self.rows` made them), merged in document order."""
+
+    def global_step(self, table: TopicWordTable, stats: SparseStats, rho: float, scale: float) -> None:
+        """The global step on the table (TopicWordTable.update) after a minibatch."""
+        table.update(stats.words, stats.topics, stats.values, rho, scale)
 
     def metrics(self) -> dict:
         """Figures for the progress line and the metrics log (a cluster's workers, bytes, waits)."""

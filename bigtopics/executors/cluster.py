@@ -1,17 +1,24 @@
 """A Dask cluster as executor: the local step of each minibatch runs on the cluster's workers.
 
-Workers are stateless. A minibatch's documents are cut into shards (plan.MinibatchPlan.shards);
-for each shard one task reads its documents from the store on a worker (the documents stay
-there, as a Dask future) and reports back only the shard's distinct words and tokens. The driver
-copies the table rows of those words (frozen.TableRows.subset), sends them with the step's task,
-and gets back the shard's statistics; merged in shard order they are the minibatch's, bit for
-bit as in process (stats.merge_results). Bytes on the wire per minibatch grow with the rows of
-its words and its statistics' nonzeros, never with K x V: the driver keeps the table.
+A minibatch's documents are cut into shards (plan.MinibatchPlan.shards); for each shard one
+task reads its documents from the store on a worker (the documents stay there, as a Dask
+future) and reports back the shard's distinct words and tokens. The step's task runs on the
+worker holding the shard and returns the shard's statistics; merged in shard order they are
+the minibatch's, bit for bit as in process (stats.merge_results).
+
+Each worker keeps a copy of the topic-word table (dask_worker.Replica) and the driver keeps the
+table itself: after each global step the driver sends every worker the update it applied (the
+minibatch's merged statistics, rho and the scale: TopicWordTable.update) and the workers apply
+it too, so their copies stay the driver's table bit for bit, resets included. A shard's task
+names the table version it needs and the last few updates; a worker whose copy is older than
+those (one that joined, or a new run on the same cluster) answers NEED_TABLE and is sent the
+whole table once. So what goes to the workers per minibatch is the update, which grows with
+the statistics' nonzeros, never with K x V, and nothing waits on copying rows out of the table.
 
 A step whose merge is exact (gibbs) gives the same model however a minibatch is cut, so with
-shard_docs 0 it is cut into one shard per worker: each worker then receives the rows of its
-shard's words once. Any other step's shards are fixed by the run's settings (`shard_docs`, 0:
-one shard), never by the cluster's size, since its float sums depend on the grouping.
+shard_docs 0 it is cut into one shard per worker. Any other step's shards are fixed by the
+run's settings (`shard_docs`, 0: one shard), never by the cluster's size, since its float sums
+depend on the grouping.
 
 Reading the next minibatch's shards is submitted before the current one samples. A task that
 fails (a lost worker, a storage hiccup) is retried; a lost worker's documents are read again by
@@ -20,7 +27,9 @@ the scheduler from the task that read them.
 
 from __future__ import annotations
 
+import asyncio
 import time
+import uuid
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,15 +38,16 @@ from typing import Iterator
 import numpy as np
 
 from ..assignments import SavedAssignments
-from ..frozen import TableRows
 from ..plan import MinibatchPlan
 from ..settings import OptionError
-from ..stats import StepResult, merge_results
+from ..stats import SparseStats, StepResult, merge_results
 from ..store import Store
+from ..topic_word import TopicWordTable
 from .base import Executor, StepTask
 
 RETRIES = 3
 READ_AHEAD = 2  # minibatches whose reading is submitted ahead of the one sampling
+UPDATES_KEPT = 4  # the last global steps a worker's copy of the table can catch up with
 
 
 def connect(cluster: str | None = None, scheduler: str | None = None):
@@ -89,6 +99,16 @@ class ClusterWork:
     described: list | None = field(default=None)
 
 
+@dataclass
+class ReplicaRows:
+    """The rows a minibatch reads, as the executor's `rows` gives them on a cluster: the
+    workers' copies of the table at `version`, less `own` (exclude-own) if given."""
+
+    table: TopicWordTable  # the driver's, at `version` until the global step
+    version: int
+    own: SparseStats | None
+
+
 class DaskExecutor(Executor):
     """Runs local steps on a dask.distributed cluster (see the module docstring)."""
 
@@ -106,6 +126,11 @@ class DaskExecutor(Executor):
         self.figures = {"bytes_sent": 0, "bytes_received": 0, "wait_seconds": 0.0, "driver_seconds": 0.0,
                         "minibatches": 0}
         self.outstanding: list = []  # futures submitted and not known to be done
+        # the workers' copies of the table: this executor's own (a new run on the same cluster
+        # starts afresh), at `version` global steps, with the futures of the last updates
+        self.session = uuid.uuid4().hex
+        self.version = 0
+        self.updates: deque = deque(maxlen=UPDATES_KEPT)
         self.n_workers, self.workers_asked = 0, -1e9
 
     # which shards, and reading them
@@ -178,30 +203,55 @@ class DaskExecutor(Executor):
                                               saved.n_topics, pure=False, retries=RETRIES))
         return merge_results(self._gather(futures), saved.n_topics, self.words(work))
 
-    def run(self, work: ClusterWork, rows: TableRows, task: StepTask) -> StepResult:
+    def rows(self, work: ClusterWork, table: TopicWordTable, own: SparseStats | None = None, buffers=None):
+        return ReplicaRows(table, self.version, own)
+
+    def run(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
-        futures = []
         start = time.monotonic()
-        holders = self.client.who_has(work.batches)
-        for ((lo, hi), batch), (words, _) in zip(zip(work.shards, work.batches), self._described(work)):
-            # the rows go straight to the worker holding the shard's documents, not through the
-            # scheduler; as a view, pickling sends the entries of these rows alone
-            shard_rows = rows.subset(words)
-            self.figures["bytes_sent"] += shard_rows.nbytes + seeds[lo:hi].nbytes
-            shard_rows = self.client.scatter(shard_rows, workers=list(holders.get(batch.key, ())) or None,
-                                             direct=True, hash=False)
-            futures.append(self.client.submit(self.on_worker.run_shard, batch, shard_rows, task, seeds[lo:hi],
-                                              pure=False, retries=RETRIES))
+        own = None
+        if rows.own is not None:  # every shard takes the whole minibatch's out (topic totals)
+            own = self.client.scatter(rows.own, broadcast=True, direct=True, hash=False)
+            self.figures["bytes_sent"] += _nbytes(rows.own) * max(self._workers(), 1)
+        updates = [(version, sending.result()) for version, sending in self.updates]
+        shards = list(zip(work.shards, work.batches))
+
+        def submit(lo, hi, batch, table_state=None):
+            self.figures["bytes_sent"] += seeds[lo:hi].nbytes
+            return self.client.submit(self.on_worker.run_shard, batch, self.session, rows.version, updates, own,
+                                      task, seeds[lo:hi], table_state, pure=False, retries=RETRIES)
+
+        futures = [submit(lo, hi, batch) for (lo, hi), batch in shards]
         self.figures["driver_seconds"] += time.monotonic() - start
         self.outstanding.extend(futures)
-        results = self._gather(futures)
+        results = self._gather(futures + ([] if work.described is not None else work.summaries))
+        results, work.described = results[:len(futures)], work.described or results[len(futures):]
+        behind = [i for i, result in enumerate(results) if isinstance(result, str)]
+        if behind:  # workers without a current copy of the table: send them the whole table once
+            holders = self.client.who_has([shards[i][1] for i in behind])
+            workers = sorted({w for i in behind for w in holders.get(shards[i][1].key, ())})
+            state = self.client.scatter(rows.table.state(), workers=workers or None, broadcast=True, direct=True,
+                                        hash=False)
+            self.figures["tables_sent"] = self.figures.get("tables_sent", 0) + len(behind)
+            for i, result in zip(behind, self._gather([submit(*shards[i][0], shards[i][1], state) for i in behind])):
+                results[i] = result
         self.figures["bytes_received"] += sum(r.nbytes for r in results)
         self.figures["minibatches"] += 1
         self.client.cancel(work.batches + work.summaries)  # the documents are no longer needed
         start = time.monotonic()
-        merged = merge_results(results, rows.n_topics, rows.words)
+        merged = merge_results(results, rows.table.n_topics)
         self.figures["driver_seconds"] += time.monotonic() - start
         return merged
+
+    def global_step(self, table: TopicWordTable, stats: SparseStats, rho: float, scale: float) -> None:
+        """The global step here, and its update sent to every worker's copy of the table."""
+        table.update(stats.words, stats.topics, stats.values, rho, scale)
+        self.version += 1
+        update = (stats.words, stats.topics, stats.values, rho, scale)
+        # sent while the driver goes on (priors, checkpoints, the next plan); run() waits for it
+        sending = self.client.scatter(update, broadcast=True, direct=True, hash=False, asynchronous=True)
+        self.updates.append((self.version, asyncio.run_coroutine_threadsafe(sending, self.client.loop.asyncio_loop)))
+        self.figures["bytes_sent"] += _nbytes(stats) * max(self._workers(), 1)
 
     def _gather(self, futures: list) -> list:
         start = time.monotonic()
@@ -224,6 +274,10 @@ class DaskExecutor(Executor):
             self.client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _nbytes(stats: SparseStats) -> int:
+    return stats.words.nbytes + stats.topics.nbytes + stats.values.nbytes
 
 
 def model_parts(client, model, read, parts: list[tuple], compute, *args,

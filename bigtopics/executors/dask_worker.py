@@ -1,20 +1,23 @@
 """What runs on a Dask worker for executors/cluster.py: reading a shard's documents, the
-previous-visit tallies, the local step, and a plugin that compiles the step's kernels when the
-worker joins. Imported by workers (and by the driver only when it trains on a cluster)."""
+previous-visit tallies, the local step on the worker's copy of the table (Replica), and a plugin
+that compiles the step's kernels when the worker joins. Imported by workers (and by the driver
+only when it trains on a cluster)."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 from distributed import WorkerPlugin, get_worker, secede
 
 from ..assignments import previous_stats
-from ..frozen import TableRows
+from ..frozen import SlotBuffers, TableRows
 from ..minibatch import Minibatch
 from ..reader import DocumentReader, prepared, read_documents
-from ..stats import StepResult
+from ..stats import SparseStats, StepResult
 from ..store import Store
+from ..topic_word import TopicWordTable
 from ..workers import use_threads
 from .base import StepTask
 from .warmup import compile_step
@@ -22,6 +25,21 @@ from .warmup import compile_step
 _readers: dict = {}  # per worker process: one reader (and its block cache) per store
 _kernels = threading.Lock()
 _reading = threading.Lock()
+NEED_TABLE = "need-table"  # run_shard's answer when this worker's copy of the table is not current
+
+
+@dataclass
+class Replica:
+    """This worker's copy of a run's topic-word table (one run at a time): the driver's table
+    after `version` global steps."""
+
+    session: str
+    version: int
+    table: TopicWordTable
+    buffers: SlotBuffers
+
+
+_replica: Replica | None = None
 
 
 def _reader(store: Store, cache_blocks: int) -> DocumentReader:
@@ -85,12 +103,39 @@ def score_with(part: tuple, rows, scoring: dict) -> dict:
         return batch_scores(rows, part[0], n_workers=use_threads(get_worker().state.nthreads), **scoring)
 
 
-def run_shard(batch: Minibatch, rows: TableRows, task: StepTask, doc_seeds: np.ndarray) -> StepResult:
-    """The step on one shard with the worker's threads; one shard at a time per worker process,
-    as numba's thread pool serves one caller at a time."""
+def run_shard(batch: Minibatch, session: str, version: int, updates: list, own: SparseStats | None,
+              task: StepTask, doc_seeds: np.ndarray, table_state: dict | None = None) -> StepResult | str:
+    """The step on one shard with the worker's threads, reading the worker's copy of the table
+    at `version` (brought there by `updates`, the last (version, update) pairs, or built from
+    `table_state`); NEED_TABLE if it cannot be. One shard at a time per worker process, as
+    numba's thread pool serves one caller at a time."""
     with _kernels:
+        table = _table_at(session, version, updates, table_state)
+        if table is None:
+            return NEED_TABLE
+        words = batch.distinct_words()
+        if own is None:
+            rows = TableRows.from_table(table, words)
+        else:  # the whole minibatch's statistics come out: they change the topic totals too
+            rows = TableRows.from_table(table, np.union1d(words, own.words)).without(own, _replica.buffers)
+            rows = rows.subset(words)
         n_threads = use_threads(get_worker().state.nthreads)  # numba's thread count is per calling thread
         return task.run(batch, task.freeze(rows), doc_seeds, n_threads)
+
+
+def _table_at(session: str, version: int, updates: list, table_state: dict | None) -> TopicWordTable | None:
+    """This worker's copy of the session's table moved on to `version`, or None if the updates
+    at hand cannot bring it there."""
+    global _replica
+    if table_state is not None:
+        _replica = Replica(session, version, TopicWordTable.from_state(table_state), SlotBuffers())
+    if _replica is None or _replica.session != session:
+        return None
+    for update_version, (words, topics, values, rho, scale) in updates:
+        if update_version == _replica.version + 1:
+            _replica.table.update(words, topics, values, rho, scale)
+            _replica.version = update_version
+    return _replica.table if _replica.version == version else None
 
 
 class WarmKernels(WorkerPlugin):
