@@ -14,8 +14,12 @@ words on the training store. Systems:
   bigtopics          its defaults: alpha learned from 5/K (--optimize-alpha), eta 0.01
   bigtopics-fixed    --no-optimize-alpha: alpha 5/K and eta 0.01, fixed
   bigtopics-learned  --optimize-alpha --optimize-eta
+  bigtopics-alpha    --optimize-alpha (for local steps where it is not the default)
   tomotopy           tp.LDAModel defaults (alpha 0.1, eta 0.01), optim_interval=10 (its default)
   tomotopy-fixed     the same with optim_interval=0
+
+--step KEY=VALUE (repeatable) gives the bigtopics systems a local step and its options, e.g.
+`--step local_step=vb` or `--step sampler=alias` (TrainSettings' names).
 
 --update-cost trains bigtopics with learned priors for --seconds and reports the time the
 updates took (the trainer's "priors" phase, which also builds the sweep's counts) against the
@@ -49,14 +53,22 @@ from bigtopics.workers import thread_count
 REUTERS = Path("/work/shared/corpora/reuters21578/docs.jsonl.gz")
 SYSTEMS = ("bigtopics", "bigtopics-fixed", "bigtopics-learned", "tomotopy", "tomotopy-fixed")
 LEARNED = {"optimize_alpha": True, "optimize_eta": True}
-BIGTOPICS_OPTIONS = {"bigtopics": {}, "bigtopics-fixed": {"optimize_alpha": False}, "bigtopics-learned": LEARNED}
+BIGTOPICS_OPTIONS = {"bigtopics": {}, "bigtopics-fixed": {"optimize_alpha": False}, "bigtopics-learned": LEARNED,
+                     "bigtopics-alpha": {"optimize_alpha": True}}
+
+
+def step_option(text: str) -> tuple[str, object]:
+    """KEY=VALUE of --step, the value an int where it reads as one."""
+    key, _, value = text.partition("=")
+    return key, int(value) if value.lstrip("-").isdigit() else value
 
 
 def train_bigtopics(train_store, work: Path, k: int, seconds: float, options: dict, seed: int):
     """(topic rows p(w|k), alpha, eta, seconds, minibatches, trainer) after `seconds` of training."""
     settings = TrainSettings(n_topics=k, seed=seed, epochs=1_000_000, **options)
     compile_kernels(train_store, settings)
-    trainer = Trainer(train_store, work / f"run-{k}-{'-'.join(options) or 'fixed'}", settings, quiet=True)
+    name = "-".join(f"{key}={value}" for key, value in options.items()) or "defaults"
+    trainer = Trainer(train_store, work / f"run-{k}-{name}", settings, quiet=True)
     trainer.start(overwrite=True)
     start, epoch = time.perf_counter(), 0
     while time.perf_counter() - start < seconds:
@@ -124,7 +136,10 @@ def main() -> None:
     parser.add_argument("--update-cost", action="store_true", help="measure the cost of the updates only")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", help="append the results as JSON lines here")
+    parser.add_argument("--step", type=step_option, action="append", default=[],
+                        help="a local step option for bigtopics, KEY=VALUE (e.g. local_step=vb, sampler=alias)")
     args = parser.parse_args()
+    step = dict(args.step)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     store = Path(args.store) if args.store else peers.ensure_store(Path(args.corpus), cache, args.section_tokens)
@@ -143,13 +158,14 @@ def main() -> None:
         for name in args.systems.split(","):
             if name.startswith("bigtopics"):
                 p, alpha, eta, seconds, steps, _ = train_bigtopics(train_store, work, k, args.seconds,
-                                                                   BIGTOPICS_OPTIONS[name], args.seed)
+                                                                   BIGTOPICS_OPTIONS[name] | step, args.seed)
                 unit = "minibatches"
             else:
                 p, alpha, eta, seconds, steps = train_tomotopy(train_store, k, args.seconds,
                                                                0 if name.endswith("fixed") else 10, args.seed)
                 unit = "sweeps"
-            result = {"system": name, "k": k, "seconds": round(seconds, 1), unit: steps,
+            result = {"system": name, **(step if name.startswith("bigtopics") else {}), "k": k,
+                      "seconds": round(seconds, 1), unit: steps,
                       "alpha_sum": float(np.sum(np.broadcast_to(alpha, (k,)))), "eta": eta,
                       **score(p, alpha, heldout, train_store, args.seed),
                       "corpus": Path(args.store).name if args.store else Path(args.corpus).parent.name,

@@ -190,8 +190,8 @@ class TrainSettings:
         step = self.step
         step.validate(self.n_topics)
         if self.optimize_alpha and not step.learns_alpha:
-            raise OptionError(f"--optimize-alpha: {step.describe()} does not return the document-topic counts the "
-                             "update needs; use --local-step gibbs")
+            raise OptionError(f"--optimize-alpha: {step.describe()} {step.alpha_refusal}; use --local-step gibbs, "
+                             "vb or lsparse")
         if self.optimize_eta and step.beta_estimate != "mean":
             raise OptionError(f"--optimize-eta: {step.describe()} reads the geometric estimate of beta, which "
                              "underflows as eta falls (below 0.005) and is not the Polya likelihood the update "

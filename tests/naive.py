@@ -224,8 +224,7 @@ def online_vb_expected_counts(docs, weights: np.ndarray, alpha, initial_gammas, 
     return nhat
 
 
-def scvb0_expected_counts(docs, weights: np.ndarray, alpha, initial_thetas, burnin: int,
-                          log_theta: list | None = None) -> np.ndarray:
+def scvb0_expected_counts(docs, weights: np.ndarray, alpha: float, initial_thetas, burnin: int) -> np.ndarray:
     """Dense K x V Nhat[k, w] = sum_d c_dw gamma_dw[k] of SCVB0 (Foulds et al. 2013) with the
     topics fixed, weights[k, w] = (N_phi[w, k] + eta) / (N_z[k] + V eta).
 
@@ -233,8 +232,6 @@ def scvb0_expected_counts(docs, weights: np.ndarray, alpha, initial_thetas, burn
     N_theta <- (1 - rho) N_theta + rho C_j gamma with rho = (10 + t)^-0.9, t = tokens updated so
     far in the document (one token at a time: the repeated tokens of a word see the same gamma,
     which is what the kernels' clumped update assumes); then gamma of every token with N_theta fixed.
-    alpha a number or K numbers; given a list log_theta, each document's E[log theta_k] under
-    Dirichlet(N_theta + alpha) is appended to it.
     """
     nhat = np.zeros_like(weights, dtype=float)
     for (words, counts), n_theta in zip(docs, initial_thetas):
@@ -252,9 +249,6 @@ def scvb0_expected_counts(docs, weights: np.ndarray, alpha, initial_thetas, burn
         for w, c in zip(words, counts):
             gamma = weights[:, w] * (n_theta + alpha)
             nhat[:, w] += c * gamma / gamma.sum()
-        if log_theta is not None:
-            posterior = n_theta + alpha
-            log_theta.append(np.array([digamma(g) for g in posterior]) - digamma(posterior.sum()))
     return nhat
 
 

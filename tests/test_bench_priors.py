@@ -33,6 +33,12 @@ def test_bench_priors_scores_every_system_and_measures_the_update(tmp_path):
         assert r["left-to-right"] < 0 and r["completion"] < 0 and r["coherence"] < 0 and r["seconds"] >= 2
     fixed = next(r for r in results if r["system"] == "bigtopics-fixed")
     assert fixed["alpha_sum"] == pytest.approx(5.0) and fixed["eta"] == 0.01
+    stepped = tmp_path / "vb.jsonl"
+    out = subprocess.run([*common, "--systems", "bigtopics-alpha", "--step", "local_step=vb", "--step",
+                          "optimize_burn_in=1", "--output", str(stepped)], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (vb,) = [json.loads(line) for line in stepped.read_text().splitlines()]
+    assert vb["local_step"] == "vb" and vb["alpha_sum"] != pytest.approx(5.0) and vb["left-to-right"] < 0
     out = subprocess.run([*common, "--update-cost"], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "K=4:" in out.stdout and "a minibatch" in out.stdout

@@ -57,7 +57,7 @@ from .alias import alias_draw, alias_table, row_alias_tables
 from .doc_state import add_token, document_scratch, finish_document, first_above
 from .frozen import lookup
 from .jit import document_kernel
-from .prior import prior_of, prior_ratio, prior_running_sum, prior_scale, prior_topic, prior_total
+from .prior import prior_mass, prior_of, prior_ratio, prior_running_sum, prior_scale, prior_topic
 from .rng import next_uniform
 
 # As in kernels/gibbs.py, per-token helpers are inlined and documents run without reference counting.
@@ -139,7 +139,7 @@ def mh_topic(state, current, w, i, n_counted, alpha, alpha_cum, n_steps, n_dk, z
                 current, f_current = t, f_t
         else:
             state, u = next_uniform(state)
-            x = u * (n_counted + prior_total(alpha, n_topics))
+            x = u * (n_counted + prior_mass(alpha, alpha_cum, n_topics))
             if x < n_counted:
                 j = int(x)
                 t = z[j + 1] if j >= i else z[j]  # skip the token itself

@@ -60,6 +60,11 @@ def prior_running_sum(alpha):
     return np.zeros(0) if np.ndim(alpha) == 0 else np.cumsum(alpha)
 
 
+def prior_mass(alpha, running_sum, n_topics):
+    """sum_k alpha_k, from running_sum = prior_running_sum(alpha) if asymmetric (O(1))."""
+    return alpha * n_topics if np.ndim(alpha) == 0 else running_sum[-1]
+
+
 def prior_topic(state, y, alpha, running_sum, n_topics):
     """(state, t), t ~ alpha_t / sum_k alpha_k: symmetric, a uniform topic by the stream's next
     number; asymmetric, the topic at y in [0, sum_k alpha_k) of running_sum (prior_running_sum)."""
@@ -107,6 +112,13 @@ def _prior_running_sum(alpha):
     if isinstance(alpha, types.Array):
         return lambda alpha: np.cumsum(alpha)
     return lambda alpha: np.zeros(0)
+
+
+@overload(prior_mass, inline="always")
+def _prior_mass(alpha, running_sum, n_topics):
+    if isinstance(alpha, types.Array):
+        return lambda alpha, running_sum, n_topics: running_sum[running_sum.shape[0] - 1]
+    return lambda alpha, running_sum, n_topics: alpha * n_topics
 
 
 @overload(prior_topic, inline="always")

@@ -12,9 +12,9 @@ entries (word w, count c). With a document weight a[k] the responsibility of an 
 
 where a[k] = exp(psi(gamma_k)) for the variational methods (the -psi(sum gamma) of
 Elog_theta cancels in the normalisation) and a[k] = N_theta[k] + alpha for SCVB0. alpha is a
-number or K numbers alpha_k (kernels/prior.py). For a learned alpha each document can also write
-E[log theta_dk] = psi(gamma_dk) - psi(sum_k gamma_dk) (with gamma = N_theta + alpha for SCVB0)
-into its row of `log_theta`, a flat documents x K array (empty when not wanted).
+number or, for the variational methods, K numbers alpha_k (kernels/prior.py). For a learned alpha
+each of their documents can also write E[log theta_dk] = psi(gamma_dk) - psi(sum_k gamma_dk) into
+its row of `log_theta`, a flat documents x K array (empty when not wanted).
 
 Online VB and SCVB0 are dense in K: their statistic Nhat[k, w] = sum_d c_dw phi_dw[k] has K
 entries per word. It is built in two phases so that the sum is deterministic whatever the number
@@ -59,7 +59,7 @@ def fill_initial_gamma(seed, gamma):
 @njit(cache=True)
 def fill_initial_theta_weight(seed, doc_length, alpha, theta_weight):
     """SCVB0's random start: N_theta = doc_length * u / sum(u), u_k ~ U(0, 1] from the document's
-    stream; stores theta_weight[k] = N_theta[k] + alpha_k."""
+    stream; stores theta_weight[k] = N_theta[k] + alpha."""
     state = seed
     total = 0.0
     for k in range(theta_weight.shape[0]):
@@ -67,7 +67,7 @@ def fill_initial_theta_weight(seed, doc_length, alpha, theta_weight):
         theta_weight[k] = 1.0 - u
         total += 1.0 - u
     for k in range(theta_weight.shape[0]):
-        theta_weight[k] = doc_length * theta_weight[k] / total + prior_of(alpha, k)
+        theta_weight[k] = doc_length * theta_weight[k] / total + alpha
 
 
 @njit(cache=True, inline="always")
@@ -147,19 +147,18 @@ def vb_document(entry_words, entry_counts, alpha, max_iterations, seed, row_indp
 
 @document_kernel
 def scvb0_document(entry_words, entry_counts, alpha, burnin, seed, row_indptr, row_topics, row_coef,
-                   smoothing, gamma, theta_weight, entry_scale, log_theta):
+                   smoothing, gamma, theta_weight, entry_scale):
     """SCVB0's document step (Foulds et al. 2013) with the topic statistics frozen, dense in K.
 
     N_theta starts random (fill_initial_theta_weight). Each of `burnin` passes visits the
     entries in order; an entry of word w with count c is one clumped update of its c tokens:
-        gamma_k ∝ beta[k, w] (N_theta[k] + alpha_k)
+        gamma_k ∝ beta[k, w] (N_theta[k] + alpha)
         N_theta <- (1 - rho)^c N_theta + (1 - (1 - rho)^c) C_j gamma,   rho = (10 + t)^-0.9
     with C_j the document length and t the tokens this document has updated so far. The final
     pass reads out gamma with N_theta held at its value after burn-in (Foulds also update N_theta
     during that pass; holding it lets the statistic factor as below): writes
-    theta_weight[k] = N_theta[k] + alpha_k and entry_scale[e] = c_e / norm_e, so the document's
-    statistic is c_e gamma_e[k] = theta_weight[k] beta[k, w_e] entry_scale[e]; and log_theta
-    of Dirichlet(theta_weight) (module docstring).
+    theta_weight[k] = N_theta[k] + alpha and entry_scale[e] = c_e / norm_e, so the document's
+    statistic is c_e gamma_e[k] = theta_weight[k] beta[k, w_e] entry_scale[e].
     """
     n_topics = smoothing.shape[0]
     doc_length = 0.0
@@ -174,13 +173,11 @@ def scvb0_document(entry_words, entry_counts, alpha, burnin, seed, row_indptr, r
             keep = (1.0 - rho) ** entry_counts[e]
             step = (1.0 - keep) * doc_length / norm
             for k in range(n_topics):
-                prior = prior_of(alpha, k)
-                theta_weight[k] = keep * (theta_weight[k] - prior) + step * gamma[k] + prior
+                theta_weight[k] = keep * (theta_weight[k] - alpha) + step * gamma[k] + alpha
             tokens_updated += entry_counts[e]
     for e in range(entry_words.shape[0]):
         entry_scale[e] = entry_counts[e] / dense_weights(entry_words[e], theta_weight, row_indptr, row_topics,
                                                          row_coef, smoothing, gamma)
-    _expected_log_theta(theta_weight, log_theta)
 
 
 @njit(cache=True, inline="always")
@@ -318,7 +315,7 @@ def _vb_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bound
 
 @njit(parallel=True)
 def _scvb0_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bounds, alpha, burnin,
-                     row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale, log_theta):
+                     row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale):
     """Each worker runs scvb0_document over a static range of documents (outputs as _vb_minibatch)."""
     n_topics = smoothing.shape[0]
     for worker in prange(worker_bounds.shape[0] - 1):
@@ -326,8 +323,7 @@ def _scvb0_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bo
         for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
             lo, hi = doc_indptr[d], doc_indptr[d + 1]
             scvb0_document(entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, doc_seeds[d], row_indptr,
-                           row_topics, row_coef, smoothing, gamma, doc_weight[d], entry_scale[lo:hi],
-                           log_theta[d * n_topics:(d + 1) * n_topics])
+                           row_topics, row_coef, smoothing, gamma, doc_weight[d], entry_scale[lo:hi])
 
 
 @njit(parallel=True)

@@ -38,6 +38,8 @@ class LocalStep(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]  # one line for the CLI's help and the README's table
     exact_merge: ClassVar[bool] = False
+    # why --optimize-alpha is refused, for a step that does not learn alpha (settings.py)
+    alpha_refusal: ClassVar[str] = "does not return the document-topic statistics the update needs"
 
     @classmethod
     def options(cls) -> tuple[dataclasses.Field, ...]:

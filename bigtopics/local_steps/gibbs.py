@@ -103,7 +103,9 @@ class GibbsStep(LocalStep):
 
     @property
     def learns_alpha_by_default(self) -> bool:
-        return self.sampler == "buckets"
+        # not mh: its slowly mixing sweeps look less sparse, and the alpha fitted to them grew and
+        # cost coherence (benchmarks/RESULTS.md, "Learned priors")
+        return self.sampler in ("buckets", "alias")
 
     def describe(self) -> str:
         return f"--local-step gibbs --sampler {self.sampler}"

@@ -4,8 +4,8 @@ sections 2-4); their LocalStep classes are vb.py, lsparse.py and scvb0.py.
 Each is a pure function of (the minibatch, a frozen view of
 the topics for its words, per-document seeds, alpha: a number or K numbers) returning the
 minibatch's expected counts Nhat[k, w] summed over its documents as SparseStats (the trainer
-scales by D / |B|); given a documents x K array `log_theta`, each also fills it with
-E[log theta_dk] for a learned alpha (priors.py). The math is in kernels/variational.py.
+scales by D / |B|); given a documents x K array `log_theta`, Online VB and L-sparse also fill it
+with E[log theta_dk] for a learned alpha (priors.py). The math is in kernels/variational.py.
 
 Documents are split into n_workers contiguous ranges of about equal numbers of entries (the
 work of these methods is per distinct word of a document, not per token), each run by one numba
@@ -102,15 +102,16 @@ def _dense_stats(batch: Minibatch, frozen: FrozenTopics, local_words: np.ndarray
 
 
 def _dense_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds, n_workers: int, method: str, kernel,
-                log_theta: np.ndarray | None, *settings) -> SparseStats:
-    """A dense step's kernel (Online VB's or SCVB0's, taking `settings` after the documents) into
-    per-document weights and per-entry scales, then its statistics (_dense_stats)."""
+                settings: tuple, outputs: tuple = ()) -> SparseStats:
+    """A dense step's kernel (Online VB's or SCVB0's, taking `settings` after the documents and
+    `outputs` after its own) into per-document weights and per-entry scales, then its statistics
+    (_dense_stats)."""
     _check_dense_fits(batch, frozen, method)
     doc_indptr, local_words, counts, seeds, bounds = _kernel_args(batch, frozen, doc_seeds, n_workers)
     doc_weight = np.zeros((batch.n_docs, frozen.n_topics))
     entry_scale = np.zeros(len(local_words))
     kernel(doc_indptr, local_words, counts, seeds, bounds, *settings, *_frozen_rows(frozen), doc_weight, entry_scale,
-           _log_theta_out(batch, frozen, log_theta))
+           *outputs)
     return _dense_stats(batch, frozen, local_words, doc_weight, entry_scale)
 
 
@@ -125,12 +126,12 @@ def vb_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray,
     """
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
-    return _dense_step(batch, frozen, doc_seeds, n_workers, "Online VB", _vb_minibatch, log_theta,
-                       kernel_prior(frozen, alpha), int(max_iterations))
+    return _dense_step(batch, frozen, doc_seeds, n_workers, "Online VB", _vb_minibatch,
+                       (kernel_prior(frozen, alpha), int(max_iterations)), (_log_theta_out(batch, frozen, log_theta),))
 
 
-def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
-                     burnin: int, n_workers: int = 1, log_theta: np.ndarray | None = None) -> SparseStats:
+def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,
+                     burnin: int, n_workers: int = 1) -> SparseStats:
     """SCVB0's local step (Foulds et al. 2013; algorithms.md 3) with the topics frozen.
 
     `frozen` holds the point estimates (infer.frozen_point_estimates): smoothing[k] + coef[k, w]
@@ -141,8 +142,7 @@ def scvb0_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarr
     """
     if burnin < 0:
         raise ValueError("burnin must be non-negative")
-    return _dense_step(batch, frozen, doc_seeds, n_workers, "SCVB0", _scvb0_minibatch, log_theta,
-                       kernel_prior(frozen, alpha), int(burnin))
+    return _dense_step(batch, frozen, doc_seeds, n_workers, "SCVB0", _scvb0_minibatch, (float(alpha), int(burnin)))
 
 
 def lsparse_local_step(batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
