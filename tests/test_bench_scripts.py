@@ -40,6 +40,26 @@ def test_bench_train(store, tmp_path):
     assert all(r["docs"] >= 96 and r["tokens_per_s"] > 0 for r in runs)
 
 
+def test_bench_epoch(store, tmp_path):
+    figures = tmp_path / "epoch.json"
+    out = run("bench_epoch.py", "--store", store, "-k", 4, "-k", 8, "--workers", 1, "--workers", 2, "--heldout", 20,
+              "--json", figures)
+    assert "parallel efficiency on 2 threads against 1: K=4" in out and "against K=4 (2 threads): K=8" in out
+    assert "one epoch over 33B tokens at K=8 on 2 threads" in out and "local step: sampling" in out
+    result = json.loads(figures.read_text())
+    runs = result["runs"]
+    assert {(r["k"], r["workers"]) for r in runs} == {(4, 1), (8, 1), (4, 2), (8, 2)}
+    for r in runs:  # one whole epoch of the 280 training documents, its clocks inside the trainer's phases
+        assert r["docs"] == 280 and r["draws"] == r["tokens"] * r["sweeps_per_visit"] == r["tokens"] * 7
+        clocked, local = r["clocked_seconds"], r["phase_seconds"]["local_step"]
+        assert 0 < clocked["sampling"] and clocked["merge"] > 0 and clocked["beta estimate"] > 0
+        inside = clocked["sampling"] + clocked["sampler set-up"] + clocked["merge"] + clocked["beta estimate"]
+        assert inside <= local + 0.002  # the metrics log rounds phases to milliseconds
+        assert 1 <= r["topics_per_section"] <= r["k"] and 1 <= r["entries_per_row_token_weighted"] <= r["k"]
+        assert r["heldout_loglik"] < 0 and r["peak_rss_mib"] > 0 and r["cpu_seconds"] > 0
+    assert result["projection"][str(store)]["hours_33b_tokens"] > 0
+
+
 def test_bench_train_beside_tomotopy(store, tmp_path):
     pytest.importorskip("tomotopy")
     figures = tmp_path / "train.json"
