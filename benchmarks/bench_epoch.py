@@ -7,7 +7,7 @@
 Each configuration (store, K, threads) trains one whole epoch from an empty table with the
 one-epoch defaults (TrainSettings(epochs=1): 1024 documents a minibatch, 3 + 3 sweeps, no
 exclude-own, learned alpha), holding `--heldout` sections out as `train --heldout` does, in a
-fresh process whose numba kernels are compiled first on 8 documents (systems.compile_kernels;
+fresh process whose numba kernels are compiled first on 24 documents (systems.compile_kernels;
 that time is printed apart). Reported per run, from the trainer's own clock and metrics log:
 
   - tokens/s and seconds per 10,000 sections (the trainer's training time, which leaves out
