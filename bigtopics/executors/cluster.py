@@ -226,7 +226,8 @@ class DaskExecutor(Executor):
         self.outstanding.extend(futures)
         results = self._gather(futures + ([] if work.described is not None else work.summaries))
         results, work.described = results[:len(futures)], work.described or results[len(futures):]
-        behind = [i for i, result in enumerate(results) if isinstance(result, str)]
+        need_table = self.on_worker.NEED_TABLE
+        behind = [i for i, result in enumerate(results) if isinstance(result, str) and result == need_table]
         if behind:  # workers without a current copy of the table: send them the whole table once
             holders = self.client.who_has([shards[i][1] for i in behind])
             workers = sorted({w for i in behind for w in holders.get(shards[i][1].key, ())})
