@@ -60,6 +60,8 @@ CLOCKED = (
     ("beta estimate", "bigtopics.frozen", "TableRows.freeze"),
     ("gibbs_sample", "bigtopics.local_steps.gibbs", "gibbs_sample"),
     ("sampling", "bigtopics.local_steps.gibbs", "_sample_minibatch"),
+    ("sampling", "bigtopics.local_steps.gibbs", "word_major_sample_minibatch"),
+    ("sampling", "bigtopics.local_steps.gibbs", "alias_sample_minibatch"),
     ("merge", "bigtopics.local_steps.gibbs", "merge_pairs"),
     ("prior counts", "bigtopics.local_steps.gibbs", "store_last_sweep"),
     ("prior counts", "bigtopics.stats", "PriorCounts.of_sweep"),

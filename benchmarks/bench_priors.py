@@ -58,9 +58,14 @@ BIGTOPICS_OPTIONS = {"bigtopics": {}, "bigtopics-fixed": {"optimize_alpha": Fals
 
 
 def step_option(text: str) -> tuple[str, object]:
-    """KEY=VALUE of --step, the value an int where it reads as one."""
+    """KEY=VALUE of --step, the value an int or a float where it reads as one."""
     key, _, value = text.partition("=")
-    return key, int(value) if value.lstrip("-").isdigit() else value
+    for number in (int, float):
+        try:
+            return key, number(value)
+        except ValueError:
+            pass
+    return key, value
 
 
 def train_bigtopics(train_store, work: Path, k: int, seconds: float, options: dict, seed: int):

@@ -85,6 +85,12 @@ class SavedAssignments:
         self._files.close()
 
 
+def chain_starts(topics: np.ndarray, unvisited: int) -> np.ndarray:
+    """Saved topics (SavedAssignments.topics_of) as a local step starts its chains from them:
+    int32, -1 for the tokens of a document not visited yet."""
+    return np.where(topics == unvisited, -1, topics.astype(np.int32)).astype(np.int32)
+
+
 def previous_stats(batch: Minibatch, saved: np.ndarray, unvisited: int, n_topics: int) -> StepResult:
     """The statistics the batch's documents added on their previous visit, as the counts of its
     last saved sweep per (word id, topic), each pair once (kernels/sparse_stats.py), given their

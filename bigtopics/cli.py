@@ -290,7 +290,7 @@ def local_step_options(fn):
 @click.option("--optimize-alpha/--no-optimize-alpha", default=None,
               help="Learn an asymmetric alpha_k from the documents' topic counts (Minka's fixed point, as MALLET's "
                    "--optimize-interval; the variational steps: from E[log theta]), starting from --alpha.  "
-                   "[default: on with gibbs --sampler buckets or alias]")
+                   "[default: on with gibbs --sampler word-major, buckets or alias]")
 @click.option("--optimize-eta/--no-optimize-eta", default=None,
               help="Learn eta from the topic-word statistics, starting from --eta; mean estimate of beta only.  "
                    "[default: off]")

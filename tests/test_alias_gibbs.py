@@ -188,7 +188,7 @@ def test_mh_chain_from_no_topic_converges_to_the_conditional(token_problem, prio
 @pytest.mark.slow
 # --- whole minibatches -------------------------------------------------------------------------
 @pytest.mark.parametrize("alpha", [0.2, np.array([0.05, 0.2, 0.8])], ids=["symmetric", "asymmetric"])
-@pytest.mark.parametrize("sampler", ["alias", "mh"])
+@pytest.mark.parametrize("sampler", ["alias", "mh", "word-major"])
 def test_marginals_match_exact_posterior_of_a_short_document(sampler, alpha):
     rng = np.random.default_rng(3)
     n_topics, eta = 3, 0.5
@@ -242,7 +242,7 @@ def test_statistics_agree_with_the_bucket_sampler_in_distribution():
     def distance(a, b):
         return np.abs(a - b).max()
 
-    for sampler, burnin in (("alias", 2), ("mh", 30)):
+    for sampler, burnin in (("alias", 2), ("word-major", 2), ("mh", 30)):
         reference = average_nhat("buckets", 1, burnin)
         noise = distance(average_nhat("buckets", 2, burnin), reference)
         assert distance(average_nhat(sampler, 3, burnin), reference) < 2.5 * noise, sampler
@@ -265,7 +265,7 @@ def corpus(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sampler", ["alias", "mh"])
+@pytest.mark.parametrize("sampler", ["alias", "mh", "word-major"])
 def test_training_recovers_the_true_topics(corpus, tmp_path, sampler):
     """As tests/test_train.py: mean best-match cosine of learned to true p(w|k) at least 0.9."""
     settings = TrainSettings(n_topics=SPEC.n_topics, epochs=4, batch_size=250, tau0=1, seed=3, sampler=sampler)

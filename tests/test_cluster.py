@@ -55,8 +55,11 @@ def dask(client, store):
                                       {"local_step": "lsparse", "top_l": 3, "shard_docs": 100},
                                       {"local_step": "scvb0", "shard_docs": 128},
                                       {"epochs": 2, "max_docs": 2400, "optimize_burn_in": 1, "optimize_eta": True,
+                                       "shard_docs": 100},
+                                      {"epochs": 2, "max_docs": 2400, "sampler": "word-major", "warm_start": True,
                                        "shard_docs": 100}],
-                         ids=["gibbs", "gibbs-exclude-own", "lsparse-shards", "scvb0-shards", "gibbs-learned-priors"])
+                         ids=["gibbs", "gibbs-exclude-own", "lsparse-shards", "scvb0-shards", "gibbs-learned-priors",
+                              "word-major-warm-start-shards"])
 def test_same_model_in_process_and_on_two_workers(store, client, tmp_path, settings):
     in_process, _ = train_with(store, tmp_path / "local", **settings)
     on_cluster, trainer = train_with(store, tmp_path / "dask", dask(client, store), **settings)

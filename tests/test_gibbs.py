@@ -1,7 +1,10 @@
 """The sparse Gibbs local step against dense references."""
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
+import numba
 from numba import njit
 
 from bigtopics.kernels.doc_state import add_token as _add_token, document_scratch
@@ -31,6 +34,16 @@ def freeze(dense, eta, estimate="geometric"):
     topics = np.concatenate(rows)
     values = np.concatenate([dense[r, w] for w, r in enumerate(rows)])
     return FrozenTopics.from_rows(np.arange(n_words), indptr, topics, values, dense.sum(1), eta, n_words, estimate)
+
+
+@contextmanager
+def numba_threads(n):
+    before = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def test_digamma_matches_reference():
@@ -223,5 +236,8 @@ def test_merge_pairs_equals_the_serial_sum_in_segment_order(dtype):
     sizes = rng.integers(0, 90, 60)  # segments with gaps between them, some empty
     starts = np.cumsum(np.concatenate([[0], sizes[:-1] + 2]))
     expected = naive.merge_pairs(words, topics, values, starts, sizes)
-    for got, want in zip(merge_pairs(words, topics, values, starts, sizes, 40, 7), expected):
-        np.testing.assert_array_equal(got, want)  # bit for bit: sums in segment order
+    for threads in (1, 2):  # the segments and words split over as many ranges as threads
+        with numba_threads(threads):
+            got = merge_pairs(words, topics, values, starts, sizes, 40, 7)
+        for part, want in zip(got, expected):
+            np.testing.assert_array_equal(part, want)  # bit for bit: sums in segment order

@@ -20,11 +20,14 @@ from bigtopics.cli import main
 GOLDEN = Path(__file__).with_name("golden_models.json")
 COMMON = ["-k", "12", "--seed", "5", "--max-docs", "1200", "--checkpoint-every", "3", "--quiet"]
 CASES = {
-    "gibbs-buckets": [],
+    "gibbs-buckets": ["--sampler", "buckets"],
     "gibbs-alias": ["--sampler", "alias"],
     "gibbs-mh": ["--sampler", "mh", "--mh-steps", "3"],
-    "gibbs-geometric": ["--beta-estimate", "geometric"],
-    "gibbs-exclude-own-heldout": ["--epochs", "2", "--max-docs", "2400", "--heldout", "40", "--batch-size", "300"],
+    "gibbs-word-major": [],
+    "gibbs-word-major-warm-start": ["--epochs", "2", "--max-docs", "2400", "--batch-size", "300"],
+    "gibbs-geometric": ["--sampler", "buckets", "--beta-estimate", "geometric"],
+    "gibbs-exclude-own-heldout": ["--sampler", "buckets", "--epochs", "2", "--max-docs", "2400", "--heldout", "40",
+                                  "--batch-size", "300"],
     "vb": ["--local-step", "vb", "--batch-size", "400"],
     "lsparse": ["--local-step", "lsparse", "--top-l", "4", "--batch-size", "400"],
     "scvb0": ["--local-step", "scvb0", "--batch-size", "400"],

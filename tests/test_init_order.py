@@ -12,7 +12,8 @@ from steps import gibbs_local_step
 
 from . import naive
 
-SAMPLER_OPTIONS = [{"sampler": "buckets"}, {"sampler": "alias"}, {"sampler": "mh", "mh_steps": 4}]
+SAMPLER_OPTIONS = [{"sampler": "buckets"}, {"sampler": "alias"}, {"sampler": "mh", "mh_steps": 4},
+                   {"sampler": "word-major"}]
 
 
 def replicated_batch(token_words, n_copies):

@@ -20,6 +20,7 @@ CASES = {
     "gibbs-buckets": ("gibbs", {"burnin": 1, "samples": 2}),
     "gibbs-alias": ("gibbs", {"burnin": 1, "samples": 2, "sampler": "alias"}),
     "gibbs-mh": ("gibbs", {"burnin": 1, "samples": 2, "sampler": "mh"}),
+    "gibbs-word-major": ("gibbs", {"burnin": 1, "samples": 2, "sampler": "word-major"}),
     "gibbs-geometric": ("gibbs", {"burnin": 1, "samples": 2, "beta_estimate": "geometric"}),
     "gibbs-exclude-own": ("gibbs", {"burnin": 1, "samples": 2, "exclude_own": True}),
     "vb": ("vb", {"vb_iterations": 20}),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -334,7 +335,7 @@ def test_infer_from_and_to_s3(s3, corpus, tmp_path):
     assert result["store"] == s3.url("books.zarr") and result["heldout"]["store"] == s3.url("books.zarr")
     assert "doc_topics.txt" in export(run, tmp_path / "export", doc_topics=out, log=lambda msg: None)
     build_report(run, tmp_path / "report.html", doc_topics=out, log=lambda msg: None)
-    assert "Title 0" in (tmp_path / "report.html").read_text() or "doc0" in (tmp_path / "report.html").read_text()
+    assert re.search(r"Title \d+ \[doc\d+\]", (tmp_path / "report.html").read_text())  # the store's titles
 
     with pytest.raises(FileExistsError, match="already exists"):
         infer(run, s3.url("books.zarr"), out, settings, quiet=True)

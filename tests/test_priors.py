@@ -206,7 +206,7 @@ def test_posterior_mean_uses_each_topics_alpha():
     ({"local_step": "scvb0", "optimize_eta": True}, "--optimize-eta: --local-step scvb0 has expected topic-word"),
     ({"local_step": "scvb0", "optimize_alpha": True}, "--optimize-alpha: --local-step scvb0 keeps point estimates"),
     ({"local_step": "lsparse", "optimize_eta": True}, "--optimize-eta: --local-step lsparse reads the geometric"),
-    ({"beta_estimate": "geometric", "optimize_eta": True}, "--optimize-eta: --local-step gibbs --sampler buckets"),
+    ({"beta_estimate": "geometric", "optimize_eta": True}, "--optimize-eta: --local-step gibbs --sampler word-major"),
     ({"optimize_every": 0}, "--optimize-every: minibatches between updates must be at least 1"),
     ({"optimize_alpha": "yes"}, "--optimize-alpha must be on or off"),
 ])
@@ -234,6 +234,7 @@ def skewed(tmp_path_factory):
 
 # every local step that learns alpha, with the options it takes (the variational steps learn alpha only)
 LEARNING_STEPS = {"buckets": {}, "alias": {"sampler": "alias"}, "mh": {"sampler": "mh"},
+                  "word-major": {"sampler": "word-major"},
                   "vb": {"local_step": "vb", "optimize_eta": False},
                   "lsparse": {"local_step": "lsparse", "top_l": 3, "optimize_eta": False}}
 
@@ -261,7 +262,7 @@ def spearman(a, b):
 
 # The true topics each step finds at least: mh mixes more slowly per sweep, and in these 6 epochs
 # finds 7 of the 12 with the fixed prior as with the learned one, as does vb.
-TOPICS_FOUND = {"buckets": 8, "alias": 8, "mh": 7, "vb": 7, "lsparse": 8}
+TOPICS_FOUND = {"buckets": 8, "alias": 8, "mh": 7, "vb": 7, "lsparse": 8, "word-major": 8}
 
 
 @pytest.mark.slow

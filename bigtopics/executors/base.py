@@ -51,12 +51,16 @@ class StepTask:
     def freeze(self, rows: TableRows) -> FrozenTopics:
         return rows.freeze(self.eta, self.step.beta_estimate)
 
-    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, n_workers: int) -> StepResult:
-        """The local step on `batch` with the topics `frozen`."""
+    def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, n_workers: int,
+            previous_topics: np.ndarray | None = None) -> StepResult:
+        """The local step on `batch` with the topics `frozen` (and, for a step that continues its
+        chains, the batch's topics of the previous visit)."""
+        options = {}
         if self.prior_counts:
-            return self.step.run(batch, frozen, doc_seeds, alpha=self.alpha, n_workers=n_workers,
-                                 prior_counts=self.prior_counts)
-        return self.step.run(batch, frozen, doc_seeds, alpha=self.alpha, n_workers=n_workers)
+            options["prior_counts"] = self.prior_counts
+        if self.step.continues_chains and previous_topics is not None:
+            options["previous_topics"] = previous_topics
+        return self.step.run(batch, frozen, doc_seeds, alpha=self.alpha, n_workers=n_workers, **options)
 
 
 class Executor(ABC):

@@ -37,7 +37,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..assignments import SavedAssignments
+from ..assignments import SavedAssignments, chain_starts
 from ..plan import MinibatchPlan
 from ..settings import OptionError
 from ..stats import SparseStats, StepResult, merge_results
@@ -97,6 +97,7 @@ class ClusterWork:
     batches: list  # futures of the shards' Minibatch, held on the workers
     summaries: list  # futures of (distinct words, tokens)
     described: list | None = field(default=None)
+    previous_topics: list | None = None  # exclude-own: each shard's tokens' topics of the previous visit
 
 
 @dataclass
@@ -195,9 +196,10 @@ class DaskExecutor(Executor):
         return int(sum(tokens for _, tokens in self._described(work)))
 
     def previous_stats(self, work: ClusterWork, saved: SavedAssignments) -> StepResult:
-        futures = []
+        futures, work.previous_topics = [], []
         for (lo, hi), batch in zip(work.shards, work.batches):
             topics = saved.topics_of(work.plan.doc_numbers[lo:hi])
+            work.previous_topics.append(chain_starts(topics, saved.unvisited))
             self.figures["bytes_sent"] += topics.nbytes
             futures.append(self.client.submit(self.on_worker.shard_previous_stats, batch, topics, saved.unvisited,
                                               saved.n_topics, pure=False, retries=RETRIES))
@@ -215,13 +217,16 @@ class DaskExecutor(Executor):
             self.figures["bytes_sent"] += _nbytes(rows.own) * max(self._workers(), 1)
         updates = [(version, sending.result()) for version, sending in self.updates]
         shards = list(zip(work.shards, work.batches))
+        previous = (work.previous_topics if task.step.continues_chains and work.previous_topics is not None
+                    else [None] * len(shards))
 
-        def submit(lo, hi, batch, table_state=None):
-            self.figures["bytes_sent"] += seeds[lo:hi].nbytes
+        def submit(i, table_state=None):
+            (lo, hi), batch = shards[i]
+            self.figures["bytes_sent"] += seeds[lo:hi].nbytes + (0 if previous[i] is None else previous[i].nbytes)
             return self.client.submit(self.on_worker.run_shard, batch, self.session, rows.version, updates, own,
-                                      task, seeds[lo:hi], table_state, pure=False, retries=RETRIES)
+                                      task, seeds[lo:hi], table_state, previous[i], pure=False, retries=RETRIES)
 
-        futures = [submit(lo, hi, batch) for (lo, hi), batch in shards]
+        futures = [submit(i) for i in range(len(shards))]
         self.figures["driver_seconds"] += time.monotonic() - start
         self.outstanding.extend(futures)
         results = self._gather(futures + ([] if work.described is not None else work.summaries))
@@ -234,7 +239,7 @@ class DaskExecutor(Executor):
             state = self.client.scatter(rows.table.state(), workers=workers or None, broadcast=True, direct=True,
                                         hash=False)
             self.figures["tables_sent"] = self.figures.get("tables_sent", 0) + len(behind)
-            for i, result in zip(behind, self._gather([submit(*shards[i][0], shards[i][1], state) for i in behind])):
+            for i, result in zip(behind, self._gather([submit(i, state) for i in behind])):
                 results[i] = result
         self.figures["bytes_received"] += sum(r.nbytes for r in results)
         self.figures["minibatches"] += 1

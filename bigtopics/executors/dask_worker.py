@@ -104,7 +104,8 @@ def score_with(part: tuple, rows, scoring: dict) -> dict:
 
 
 def run_shard(batch: Minibatch, session: str, version: int, updates: list, own: SparseStats | None,
-              task: StepTask, doc_seeds: np.ndarray, table_state: dict | None = None) -> StepResult | str:
+              task: StepTask, doc_seeds: np.ndarray, table_state: dict | None = None,
+              previous_topics: np.ndarray | None = None) -> StepResult | str:
     """The step on one shard with the worker's threads, reading the worker's copy of the table
     at `version` (brought there by `updates`, the last (version, update) pairs, or built from
     `table_state`); NEED_TABLE if it cannot be. One shard at a time per worker process, as
@@ -120,7 +121,7 @@ def run_shard(batch: Minibatch, session: str, version: int, updates: list, own: 
             rows = TableRows.from_table(table, np.union1d(words, own.words)).without(own, _replica.buffers)
             rows = rows.subset(words)
         n_threads = use_threads(get_worker().state.nthreads)  # numba's thread count is per calling thread
-        return task.run(batch, task.freeze(rows), doc_seeds, n_threads)
+        return task.run(batch, task.freeze(rows), doc_seeds, n_threads, previous_topics)
 
 
 def _table_at(session: str, version: int, updates: list, table_state: dict | None) -> TopicWordTable | None:

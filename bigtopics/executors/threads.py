@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..assignments import SavedAssignments, previous_stats
+from ..assignments import SavedAssignments, chain_starts, previous_stats
 from ..frozen import TableRows
 from ..minibatch import Minibatch
 from ..plan import MinibatchPlan
@@ -27,6 +27,7 @@ from .base import Executor, StepTask
 class LocalWork:
     plan: MinibatchPlan
     batch: Minibatch
+    previous_topics: np.ndarray | None = None  # exclude-own: its tokens' topics of the previous visit
 
 
 class LocalThreads(Executor):
@@ -49,13 +50,18 @@ class LocalThreads(Executor):
         return work.batch.n_tokens
 
     def previous_stats(self, work: LocalWork, saved: SavedAssignments) -> StepResult:
-        return previous_stats(work.batch, saved.topics_of(work.plan.doc_numbers), saved.unvisited, saved.n_topics)
+        topics = saved.topics_of(work.plan.doc_numbers)
+        work.previous_topics = chain_starts(topics, saved.unvisited)
+        return previous_stats(work.batch, topics, saved.unvisited, saved.n_topics)
 
     def run(self, work: LocalWork, rows: TableRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
         shards = work.plan.shards(task.shard_docs)
         frozen = task.freeze(rows)
+        previous = work.previous_topics
         if len(shards) == 1 or task.step.exact_merge:  # one call: the same sums as shard by shard
-            return task.run(work.batch, frozen, seeds, self.n_threads)
-        return merge_results([task.run(work.batch.slice(lo, hi), frozen, seeds[lo:hi], self.n_threads)
+            return task.run(work.batch, frozen, seeds, self.n_threads, previous)
+        starts = work.batch.token_starts()
+        return merge_results([task.run(work.batch.slice(lo, hi), frozen, seeds[lo:hi], self.n_threads,
+                                       None if previous is None else previous[starts[lo]:starts[hi]])
                               for lo, hi in shards], rows.n_topics)

@@ -66,6 +66,13 @@ class LocalStep(ABC):
         return 0.01
 
     @property
+    def continues_chains(self) -> bool:
+        """Whether the step's `run` takes `previous_topics` (each token's topic from its document's
+        previous visit, int32, -1 for a document not visited yet; assignments.chain_starts), to
+        start each document's chain there."""
+        return False
+
+    @property
     def learns_alpha(self) -> bool:
         """Whether the step's `run` takes `prior_counts` (the parts wanted: "documents", "words"),
         to return what an update of the learned alpha reads (StepResult.prior_counts: the counts

@@ -1,10 +1,13 @@
 """The hybrid algorithm's local step: sparse Gibbs sampling of each document with the topics
 frozen (Mimno, Hoffman & Blei 2012; docs/algorithms.md, section 1).
 
-Each token's topic is drawn from the bucket decomposition of its conditional (kernels/gibbs.py),
-exactly with alias tables ("alias"), or by Metropolis-Hastings steps with alias proposals ("mh",
-kernels/alias_gibbs.py). After `burnin` sweeps, `samples` sweeps are saved and Nhat[k, w] is the
-average of their counts.
+Each token's topic is drawn exactly from its conditional word by word across the minibatch's
+documents ("word-major", kernels/word_major.py), from the bucket decomposition document by
+document ("buckets", kernels/gibbs.py), exactly with alias tables ("alias"), or by
+Metropolis-Hastings steps with alias proposals ("mh", kernels/alias_gibbs.py). After `burnin`
+sweeps, `samples` sweeps are saved and Nhat[k, w] is the average of their counts. With
+exclude-own the word-major sampler continues each document's chain from its previous visit
+(--warm-start) instead of initialising it afresh.
 """
 
 from __future__ import annotations
@@ -19,12 +22,16 @@ from ..kernels.alias_gibbs import sample_minibatch as alias_sample_minibatch
 from ..kernels.gibbs import _sample_minibatch
 from ..kernels.ranges import even_ranges
 from ..kernels.saved import store_last_sweep
+from ..kernels.word_major import sample_minibatch as word_major_sample_minibatch
 from ..kernels.sparse_stats import merge_pairs
 from ..minibatch import Minibatch
 from ..stats import PriorCounts, StepResult
 from .base import LocalStep, check, option
 
-SAMPLERS = ("buckets", "alias", "mh")
+SAMPLERS = ("word-major", "buckets", "alias", "mh")
+# word-major: the fastest exact sampler at every K measured (benchmarks/RESULTS.md, "One epoch at
+# K = 100, 1000 and 2000"), and the one that continues chains (--warm-start)
+DEFAULT_SAMPLER = "word-major"
 # The order in which a document's tokens are first placed: "store" (ascending word id, so the most
 # frequent words first) or "rare-first" (the reverse: on a corpus whose topics share their frequent
 # words it recovered the topics better with a larger eta; benchmarks/RESULTS.md, "Topics that share
@@ -43,8 +50,9 @@ class GibbsStep(LocalStep):
     summary = "sparse hybrid Gibbs (the core paper's algorithm): sparse in K, the default"
     exact_merge = True
 
-    sampler: str = option("how a topic is drawn: bucket decomposition with prefix sums, alias tables, or "
-                          "Metropolis-Hastings with alias proposals  [default: buckets]", choices=SAMPLERS)
+    sampler: str = option("how a topic is drawn: word by word over the minibatch's documents, bucket "
+                          "decomposition document by document, alias tables, or Metropolis-Hastings with alias "
+                          "proposals  [default: word-major]", choices=SAMPLERS)
     beta_estimate: str = option("the topic-word term of the conditional: the mean (eta + N_kw) / (V eta + N_k) "
                                 "or the paper's exp(E[log beta_kw]) (docs/choosing-settings.md)  [default: mean]",
                                 choices=BETA_ESTIMATES)
@@ -54,6 +62,11 @@ class GibbsStep(LocalStep):
                              "first) or rare-first  [default: store]", choices=INIT_ORDERS)
     burnin: int = option("sweeps discarded per document  [default: 3; 4 with --exclude-own]")
     samples: int = option("sweeps averaged per document  [default: 3; 4 with --exclude-own]")
+    warm_start: bool = option(
+        "with --exclude-own, start each document's chain on a revisit from its topics of the previous visit (the "
+        "saved assignments) instead of a new sequential initialisation (word-major only)  [default: on with "
+        "--exclude-own and word-major]",
+        flag="--warm-start/--cold-start")
     exclude_own: bool = option(
         "sample each minibatch against the topics without its documents' statistics from their previous visit, "
         "as a collapsed sampler leaves out the document it draws; keeps each document's assignments on disk "
@@ -63,11 +76,14 @@ class GibbsStep(LocalStep):
     def resolved(self, epochs: int) -> "GibbsStep":
         exclude_own = epochs > 1 if self.exclude_own is None else bool(self.exclude_own)
         _, burnin, samples = SAMPLING_DEFAULTS[exclude_own]
-        return replace(self, sampler=self.sampler or "buckets", beta_estimate=self.beta_estimate or "mean",
+        sampler = self.sampler or DEFAULT_SAMPLER
+        return replace(self, sampler=sampler, beta_estimate=self.beta_estimate or "mean",
                        mh_steps=2 if self.mh_steps is None else self.mh_steps,
                        init_order=self.init_order or "store",
                        burnin=burnin if self.burnin is None else self.burnin,
-                       samples=samples if self.samples is None else self.samples, exclude_own=exclude_own)
+                       samples=samples if self.samples is None else self.samples, exclude_own=exclude_own,
+                       warm_start=(exclude_own and sampler == "word-major") if self.warm_start is None
+                       else bool(self.warm_start))
 
     def validate(self, n_topics: int) -> None:
         from ..settings import MAX_SWEEPS, check_integer
@@ -82,6 +98,8 @@ class GibbsStep(LocalStep):
         check_integer(self.burnin, "--burnin", 0, MAX_SWEEPS)
         check_integer(self.samples, "--samples", 1, MAX_SWEEPS)
         check(isinstance(self.exclude_own, bool), f"exclude_own must be True or False (got {self.exclude_own!r})")
+        check(not self.warm_start or self.exclude_own,
+              "--warm-start continues each document's chain from its previous visit, which only --exclude-own keeps")
 
     @property
     def keeps_assignments(self) -> bool:
@@ -92,6 +110,10 @@ class GibbsStep(LocalStep):
         small eta lets the first topic that samples a word keep it (Mimno et al. 2012 found 0.4-0.6
         best). With the mean of beta a small eta is right, as in MALLET, tomotopy and gensim."""
         return 0.5 if self.beta_estimate == "geometric" else 0.01
+
+    @property
+    def continues_chains(self) -> bool:
+        return bool(self.warm_start)
 
     @property
     def learns_alpha(self) -> bool:
@@ -105,16 +127,17 @@ class GibbsStep(LocalStep):
     def learns_alpha_by_default(self) -> bool:
         # not mh: its slowly mixing sweeps look less sparse, and the alpha fitted to them grew and
         # cost coherence (benchmarks/RESULTS.md, "Learned priors")
-        return self.sampler in ("buckets", "alias")
+        return self.sampler in ("word-major", "buckets", "alias")
 
     def describe(self) -> str:
         return f"--local-step gibbs --sampler {self.sampler}"
 
     def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float | np.ndarray,
-            n_workers: int, prior_counts: tuple[str, ...] = ()) -> StepResult:
+            n_workers: int, prior_counts: tuple[str, ...] = (), previous_topics: np.ndarray | None = None
+            ) -> StepResult:
         tallies = gibbs_sample(batch, frozen, doc_seeds, alpha=alpha, burnin=self.burnin, samples=self.samples,
                                sampler=self.sampler, mh_steps=self.mh_steps, rare_first=self.init_order == "rare-first",
-                               n_workers=n_workers)
+                               n_workers=n_workers, initial=previous_topics)
         words, topics, counts = merge_pairs(tallies.words, tallies.topics, tallies.counts, tallies.starts,
                                             tallies.sizes, len(frozen.words), frozen.n_topics)
         last_sweep = counted = None
@@ -155,24 +178,27 @@ def gibbs_sample(
     alpha: float | np.ndarray,
     burnin: int,
     samples: int,
-    sampler: str = "buckets",
+    sampler: str = DEFAULT_SAMPLER,
     mh_steps: int = 2,
     rare_first: bool = False,
     n_workers: int = 1,
+    initial: np.ndarray | None = None,
 ) -> DocumentTallies:
     """Sparse Gibbs sampling of every document of the batch.
 
     alpha is a number (symmetric) or one per topic (asymmetric; kernels/prior.py). The
-    sampler draws each topic from the four buckets (kernels/gibbs.py), exactly with alias
-    tables ("alias") or by mh_steps Metropolis-Hastings steps with alias proposals ("mh"; both in
+    sampler draws each topic word by word ("word-major", kernels/word_major.py), from the buckets
+    (kernels/gibbs.py), exactly with alias tables ("alias") or by mh_steps Metropolis-Hastings steps with alias proposals ("mh"; both in
     kernels/alias_gibbs.py). Documents are split into n_workers contiguous ranges of about equal
     token counts, each sampled by one numba thread; every document has its own random stream and
     its own output slot, so the result does not depend on n_workers. With rare_first each
-    document's initialisation places its tokens from the last (rarest word) to the first.
+    document's initialisation places its tokens from the last (rarest word) to the first. A
+    document whose tokens have topics in `initial` (int32, the batch's tokens in order, -1 for a
+    document without) starts its chain from them and skips the initialisation.
     """
     if samples < 1:
         raise ValueError("samples must be at least 1")
-    if sampler not in ("buckets", "alias", "mh"):
+    if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}")
     if sampler == "mh" and mh_steps < 1:
         raise ValueError("mh_steps must be at least 1")
@@ -190,12 +216,23 @@ def gibbs_sample(
     out_saved = np.empty(total * samples, np.int32)
     seeds = np.asarray(doc_seeds, np.uint64)
     max_doc_tokens = int(doc_tokens.max(initial=1))
+    initial = np.zeros(0, np.int32) if initial is None else np.ascontiguousarray(initial, np.int32)
+    if len(initial) not in (0, total):
+        raise ValueError(f"initial topics for {len(initial)} tokens, the batch has {total}")
+    if len(initial) and sampler != "word-major":
+        raise ValueError(f"--warm-start: the {sampler} sampler starts every chain afresh; use --sampler word-major")
     if sampler == "buckets":
         view, alpha = frozen.prior_view(alpha)
         _sample_minibatch(
             batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, alpha, int(burnin),
             int(samples), bool(rare_first), max_doc_tokens, int(row_lengths.max(initial=1)), view, out_words,
             out_topics, out_counts, out_n_pairs, out_saved,
+        )
+    elif sampler == "word-major":
+        view, alpha = frozen.prior_view(alpha)
+        word_major_sample_minibatch(
+            batch.indptr, local_words, counts, token_starts, seeds, worker_bounds, initial, alpha, int(burnin),
+            int(samples), bool(rare_first), view, out_words, out_topics, out_counts, out_n_pairs, out_saved,
         )
     else:
         view, alpha = frozen.alias_prior_view(alpha)
