@@ -7,6 +7,7 @@ import pytest
 
 from bigtopics.local_steps.gibbs import gibbs_sample
 from bigtopics.minibatch import Minibatch
+from bigtopics.settings import TrainSettings
 
 from .test_alias_gibbs import random_batch
 from .test_gibbs import freeze, sparse_topic_word
@@ -96,3 +97,18 @@ def test_a_chain_started_anywhere_reaches_the_exact_posterior():
     estimate = np.zeros((4, n_topics))
     np.add.at(estimate, (tallies.words, tallies.topics), tallies.counts / 4 / n_copies)
     np.testing.assert_allclose(estimate, exact, atol=0.012)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"sampler": "buckets", "warm_start": True}, "--warm-start: the buckets sampler starts every chain afresh"),
+    ({"warm_start": True, "exclude_own": False}, "--warm-start continues each document's chain"),
+])
+def test_a_warm_start_that_cannot_be_kept_is_refused_before_training(options, message):
+    with pytest.raises(ValueError, match=message):
+        TrainSettings(n_topics=5, epochs=2, **options).validate()
+
+
+def test_warm_starts_are_the_default_of_revisiting_runs_only():
+    assert TrainSettings(n_topics=5, epochs=2).step.warm_start
+    assert not TrainSettings(n_topics=5, epochs=1).step.warm_start
+    assert not TrainSettings(n_topics=5, epochs=2, sampler="buckets").step.warm_start

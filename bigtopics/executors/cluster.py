@@ -37,7 +37,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..assignments import SavedAssignments, chain_starts
+from ..assignments import SavedAssignments
 from ..plan import MinibatchPlan
 from ..settings import OptionError
 from ..stats import SparseStats, StepResult, merge_results
@@ -97,7 +97,7 @@ class ClusterWork:
     batches: list  # futures of the shards' Minibatch, held on the workers
     summaries: list  # futures of (distinct words, tokens)
     described: list | None = field(default=None)
-    previous_topics: list | None = None  # exclude-own: each shard's tokens' topics of the previous visit
+    previous_topics: list | None = None  # exclude-own: each shard's (saved topics, the unvisited mark)
 
 
 @dataclass
@@ -199,7 +199,7 @@ class DaskExecutor(Executor):
         futures, work.previous_topics = [], []
         for (lo, hi), batch in zip(work.shards, work.batches):
             topics = saved.topics_of(work.plan.doc_numbers[lo:hi])
-            work.previous_topics.append(chain_starts(topics, saved.unvisited))
+            work.previous_topics.append((topics, saved.unvisited))
             self.figures["bytes_sent"] += topics.nbytes
             futures.append(self.client.submit(self.on_worker.shard_previous_stats, batch, topics, saved.unvisited,
                                               saved.n_topics, pure=False, retries=RETRIES))
@@ -222,7 +222,7 @@ class DaskExecutor(Executor):
 
         def submit(i, table_state=None):
             (lo, hi), batch = shards[i]
-            self.figures["bytes_sent"] += seeds[lo:hi].nbytes + (0 if previous[i] is None else previous[i].nbytes)
+            self.figures["bytes_sent"] += seeds[lo:hi].nbytes + (0 if previous[i] is None else previous[i][0].nbytes)
             return self.client.submit(self.on_worker.run_shard, batch, self.session, rows.version, updates, own,
                                       task, seeds[lo:hi], table_state, previous[i], pure=False, retries=RETRIES)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from distributed import WorkerPlugin, get_worker, secede
 
-from ..assignments import previous_stats
+from ..assignments import chain_starts, previous_stats
 from ..frozen import SlotBuffers, TableRows
 from ..minibatch import Minibatch
 from ..reader import DocumentReader, prepared, read_documents
@@ -105,10 +105,11 @@ def score_with(part: tuple, rows, scoring: dict) -> dict:
 
 def run_shard(batch: Minibatch, session: str, version: int, updates: list, own: SparseStats | None,
               task: StepTask, doc_seeds: np.ndarray, table_state: dict | None = None,
-              previous_topics: np.ndarray | None = None) -> StepResult | str:
+              previous: tuple | None = None) -> StepResult | str:
     """The step on one shard with the worker's threads, reading the worker's copy of the table
     at `version` (brought there by `updates`, the last (version, update) pairs, or built from
-    `table_state`); NEED_TABLE if it cannot be. One shard at a time per worker process, as
+    `table_state`); NEED_TABLE if it cannot be. `previous`: the shard's (saved topics, unvisited
+    mark), for a step that continues its chains. One shard at a time per worker process, as
     numba's thread pool serves one caller at a time."""
     with _kernels:
         table = _table_at(session, version, updates, table_state)
@@ -121,7 +122,8 @@ def run_shard(batch: Minibatch, session: str, version: int, updates: list, own: 
             rows = TableRows.from_table(table, np.union1d(words, own.words)).without(own, _replica.buffers)
             rows = rows.subset(words)
         n_threads = use_threads(get_worker().state.nthreads)  # numba's thread count is per calling thread
-        return task.run(batch, task.freeze(rows), doc_seeds, n_threads, previous_topics)
+        return task.run(batch, task.freeze(rows), doc_seeds, n_threads,
+                        None if previous is None else chain_starts(*previous))
 
 
 def _table_at(session: str, version: int, updates: list, table_state: dict | None) -> TopicWordTable | None:

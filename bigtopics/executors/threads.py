@@ -27,7 +27,7 @@ from .base import Executor, StepTask
 class LocalWork:
     plan: MinibatchPlan
     batch: Minibatch
-    previous_topics: np.ndarray | None = None  # exclude-own: its tokens' topics of the previous visit
+    previous_topics: tuple | None = None  # exclude-own: (its tokens' saved topics, the unvisited mark)
 
 
 class LocalThreads(Executor):
@@ -51,14 +51,16 @@ class LocalThreads(Executor):
 
     def previous_stats(self, work: LocalWork, saved: SavedAssignments) -> StepResult:
         topics = saved.topics_of(work.plan.doc_numbers)
-        work.previous_topics = chain_starts(topics, saved.unvisited)
+        work.previous_topics = (topics, saved.unvisited)
         return previous_stats(work.batch, topics, saved.unvisited, saved.n_topics)
 
     def run(self, work: LocalWork, rows: TableRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
         shards = work.plan.shards(task.shard_docs)
         frozen = task.freeze(rows)
-        previous = work.previous_topics
+        previous = None
+        if task.step.continues_chains and work.previous_topics is not None:
+            previous = chain_starts(*work.previous_topics)
         if len(shards) == 1 or task.step.exact_merge:  # one call: the same sums as shard by shard
             return task.run(work.batch, frozen, seeds, self.n_threads, previous)
         starts = work.batch.token_starts()

@@ -6,8 +6,9 @@ visit their tokens in any order: a document's chain depends only on the order of
 This sampler visits, in each sweep, the minibatch's words one after another and, for each word,
 every token of it in every document of the worker's range. A document's own tokens are then still
 met in ascending word order (descending in a rare-first initialisation), as the document-major
-sampler meets them, so each document runs the same Markov chain; only the random numbers are
-spent differently.
+sampler meets them (the tokens of one entry, all of one word, forwards: any order of them gives
+the same chain), so each document runs the same Markov chain; only the random numbers are spent
+differently.
 
 With the word w fixed while its tokens are drawn, its row is spread once into a dense vector
 beta_w[k] = smoothing[k] + coef[k, w] (K numbers, the view's estimate of beta[k, w]; cleared

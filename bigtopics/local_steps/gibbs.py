@@ -100,6 +100,8 @@ class GibbsStep(LocalStep):
         check(isinstance(self.exclude_own, bool), f"exclude_own must be True or False (got {self.exclude_own!r})")
         check(not self.warm_start or self.exclude_own,
               "--warm-start continues each document's chain from its previous visit, which only --exclude-own keeps")
+        check(not self.warm_start or self.sampler == "word-major",
+              f"--warm-start: the {self.sampler} sampler starts every chain afresh; use --sampler word-major")
 
     @property
     def keeps_assignments(self) -> bool:
