@@ -22,8 +22,8 @@ from ..kernels.alias_gibbs import sample_minibatch as alias_sample_minibatch
 from ..kernels.gibbs import _sample_minibatch
 from ..kernels.ranges import even_ranges
 from ..kernels.saved import store_last_sweep
-from ..kernels.word_major import sample_minibatch as word_major_sample_minibatch
 from ..kernels.sparse_stats import merge_pairs
+from ..kernels.word_major import sample_minibatch as word_major_sample_minibatch
 from ..minibatch import Minibatch
 from ..stats import PriorCounts, StepResult
 from .base import LocalStep, check, option
