@@ -22,8 +22,8 @@ def merge_pairs(pair_words, pair_topics, pair_values, segment_starts, segment_si
     The work is split twice, each time into static ranges of about equal size: the segments,
     to count and then place each pair among its word's (a counting sort by word, stable in
     segment order because the ranges are placed in order), and the words, to sum each word's
-    pairs through a dense per-topic accumulator. Only the counts' running sum over
-    (word, range) is serial.
+    pairs through a dense per-topic accumulator. Only running sums are serial: of the segments'
+    sizes, of the counts over (word, range) and of each word's distinct pairs.
     """
     n_segments = segment_starts.shape[0]
     n_parts = max(1, min(numba.get_num_threads(), n_segments))
