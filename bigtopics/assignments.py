@@ -88,7 +88,9 @@ class SavedAssignments:
 def chain_starts(topics: np.ndarray, unvisited: int) -> np.ndarray:
     """Saved topics (SavedAssignments.topics_of) as a local step starts its chains from them:
     int32, -1 for the tokens of a document not visited yet."""
-    return np.where(topics == unvisited, -1, topics.astype(np.int32)).astype(np.int32)
+    starts = topics.astype(np.int32)
+    starts[topics == unvisited] = -1
+    return starts
 
 
 def previous_stats(batch: Minibatch, saved: np.ndarray, unvisited: int, n_topics: int) -> StepResult:

@@ -66,6 +66,16 @@ def document_posterior(token_words: np.ndarray, alpha, weights: np.ndarray) -> d
     return {z: float(np.exp(v - top) / total) for z, v in log_p.items()}
 
 
+def expected_word_topic_counts(token_words: np.ndarray, alpha, weights: np.ndarray) -> np.ndarray:
+    """E[#tokens of word w in topic k] under document_posterior, as an array (V x K) over the
+    words of weights."""
+    exact = np.zeros((weights.shape[1], weights.shape[0]))
+    for z, p in document_posterior(token_words, alpha, weights).items():
+        for k, w in zip(z, token_words):
+            exact[w, k] += p
+    return exact
+
+
 class EagerTopicWord:
     """Dense K x V topic-word statistics updated eagerly, N <- (1 - rho) N + rho * scale * Nhat,
     with the lazy table's reset schedule (pi = prod (1 - rho) since the last reset or rho = 1;

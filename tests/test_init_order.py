@@ -57,11 +57,7 @@ def test_rare_first_samples_the_same_posterior(options):
     alpha, eta, n_topics = 0.2, 0.5, 3
     dense = rng.gamma(0.5, 10.0, size=(n_topics, 4)) * (rng.random((n_topics, 4)) < 0.6)
     token_words = np.array([0, 0, 1, 3])
-    posterior = naive.document_posterior(token_words, alpha, naive.mean_beta(dense, eta))
-    exact = np.zeros((4, n_topics))  # expected count of word w in topic k
-    for z, p in posterior.items():
-        for k, w in zip(z, token_words):
-            exact[w, k] += p
+    exact = naive.expected_word_topic_counts(token_words, alpha, naive.mean_beta(dense, eta))  # (word, topic)
     n_copies = 6000
     batch = replicated_batch(token_words, n_copies)
     stats = gibbs_local_step(batch, frozen_dense(dense, eta), batch.doc_seeds(7, 0), alpha=alpha, burnin=20,

@@ -83,11 +83,7 @@ def test_a_chain_started_anywhere_reaches_the_exact_posterior():
     dense = sparse_topic_word(rng, n_topics, 4, density=0.6)
     frozen = freeze(dense, eta)
     token_words = np.array([0, 0, 1, 3])
-    posterior = naive.document_posterior(token_words, alpha, naive.exp_elog_beta(dense, eta))
-    exact = np.zeros((4, n_topics))
-    for z, p in posterior.items():
-        for k, w in zip(z, token_words):
-            exact[w, k] += p
+    exact = naive.expected_word_topic_counts(token_words, alpha, naive.exp_elog_beta(dense, eta))  # (word, topic)
     n_copies = 20_000
     batch = replicated_batch(token_words, n_copies)
     initial = np.zeros(len(token_words) * n_copies, np.int32)  # every token in topic 0
