@@ -150,7 +150,8 @@ class TableRows:
     N[k] = pi * Msum[k] (topic_word.py).
 
     `from_table` and `subset` are views that share the pool they read (no copy, valid until the
-    table next changes); `without` copies the rows it changes."""
+    table next changes); `without` copies the rows it changes. Arrays derived from the rows (that
+    copy, the frozen view) go into `buffers` if given, valid until the next minibatch uses them."""
 
     words: np.ndarray  # int64
     row_start: np.ndarray  # int64
@@ -161,14 +162,15 @@ class TableRows:
     topic_sums: np.ndarray  # float64 (K,)
     pi: float
     n_words: int  # V, the vocabulary's size
+    buffers: "ReusedArrays | None" = None
 
     @classmethod
-    def from_table(cls, table, words: np.ndarray) -> "TableRows":
+    def from_table(cls, table, words: np.ndarray, buffers: "ReusedArrays | None" = None) -> "TableRows":
         """The rows of `table` (a TopicWordTable) for the given ascending word ids, as a view."""
         words = table._check_ids(words, table.n_words, "word")
         row_start, row_capacity, row_size, pool_topics, pool_values = table.row_arrays()
         return cls(words, row_start[words], row_capacity[words], row_size[words], pool_topics, pool_values,
-                   table._topic_sums.copy(), float(table.pi), table.n_words)
+                   table._topic_sums.copy(), float(table.pi), table.n_words, buffers)
 
     @property
     def n_topics(self) -> int:
@@ -179,23 +181,24 @@ class TableRows:
         rows = local_ids(self.words, words)
         return TableRows(np.asarray(words, np.int64), self.row_start[rows], self.row_capacity[rows],
                          self.row_size[rows], self.pool_topics, self.pool_values, self.topic_sums, self.pi,
-                         self.n_words)
+                         self.n_words, self.buffers)
 
-    def copy(self, buffers: "SlotBuffers | None" = None) -> "TableRows":
-        """These rows in a pool of their own, back to back (in `buffers` if given: valid until
-        they are used again)."""
+    def copy(self) -> "TableRows":
+        """These rows in a pool of their own, back to back."""
         start = np.zeros(len(self.words) + 1, np.int64)
         np.cumsum(self.row_capacity, out=start[1:])
-        topics, values = (buffers or SlotBuffers()).take(int(start[-1]))
+        n_slots = int(start[-1])
+        topics, values = _take(self.buffers, "slot_topics", np.int32, n_slots), _take(self.buffers, "slot_values",
+                                                                                       np.float64, n_slots)
         copy_segments(self.row_start, self.row_capacity, self.pool_topics, self.pool_values, start, topics, values)
         return TableRows(self.words, start[:-1], self.row_capacity, self.row_size, topics, values,
-                         self.topic_sums.copy(), self.pi, self.n_words)
+                         self.topic_sums.copy(), self.pi, self.n_words, self.buffers)
 
-    def without(self, own, buffers: "SlotBuffers | None" = None) -> "TableRows":
+    def without(self, own) -> "TableRows":
         """A copy of these rows with the statistics `own` taken out, N <- max(N - own, 0) entry by
         entry and the topic totals less what was removed. `own` has distinct (word id, topic)
         pairs whose words are all among these rows' (assignments.previous_stats)."""
-        rows = self.copy(buffers)
+        rows = self.copy()
         n_pairs = len(own.words)
         slots, before = np.empty(n_pairs, np.int64), np.empty(n_pairs, np.float64)
         take_out(local_ids(rows.words, own.words), own.topics, own.values / rows.pi, rows.row_start,
@@ -212,9 +215,13 @@ class TableRows:
         geometric = estimate == "geometric"
         topic_scale = 1.0 / topic_norm if geometric else self.pi / topic_norm
         local = np.arange(len(self.words), dtype=np.int64)
-        row_indptr, row_topics, row_coef, row_coef_cumsum = freeze_table_rows(
-            local, self.pi, float(eta), geometric, topic_scale, self.row_start, self.row_capacity, self.row_size,
-            self.pool_topics, self.pool_values)
+        n_entries = int(self.row_size.sum(dtype=np.int64))
+        row_topics = _take(self.buffers, "row_topics", np.int32, n_entries)
+        row_coef = _take(self.buffers, "row_coef", np.float64, n_entries)
+        row_coef_cumsum = _take(self.buffers, "row_coef_cumsum", np.float64, n_entries)
+        row_indptr = freeze_table_rows(local, self.pi, float(eta), geometric, topic_scale, self.row_start,
+                                       self.row_capacity, self.row_size, self.pool_topics, self.pool_values,
+                                       row_topics, row_coef, row_coef_cumsum)
         frozen = FrozenTopics(self.words, row_indptr, row_topics, row_coef, smoothing)
         if not geometric:
             index = (self.row_start, self.row_capacity.astype(np.int64), self.pool_topics, self.pool_values,
@@ -223,16 +230,20 @@ class TableRows:
         return frozen
 
 
-class SlotBuffers:
-    """Slot arrays reused from one minibatch to the next for TableRows.copy: a fresh array of a
-    table's size every minibatch costs more in page faults than the copy itself."""
+class ReusedArrays:
+    """Arrays kept from one minibatch to the next, by name, for what TableRows derives from the
+    rows: a fresh array of a table's size every minibatch costs more in page faults than filling
+    it. An array taken is valid until the same name is taken again."""
 
     def __init__(self):
-        self.topics = np.zeros(0, np.int32)
-        self.values = np.zeros(0, np.float64)
+        self.arrays: dict[str, np.ndarray] = {}
 
-    def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if n > len(self.topics):
-            size = n + n // 4
-            self.topics, self.values = np.empty(size, np.int32), np.empty(size, np.float64)
-        return self.topics[:n], self.values[:n]
+    def take(self, name: str, dtype, n: int) -> np.ndarray:
+        array = self.arrays.get(name)
+        if array is None or len(array) < n or array.dtype != dtype:
+            array = self.arrays[name] = np.empty(n + n // 4, dtype)
+        return array[:n]
+
+
+def _take(buffers: ReusedArrays | None, name: str, dtype, n: int) -> np.ndarray:
+    return np.empty(n, dtype) if buffers is None else buffers.take(name, dtype, n)

@@ -29,7 +29,7 @@ from .atomic import DiskFullError, atomic_write_bytes, is_disk_full, no_space
 from .checkpoints import (START_OF_RUN, CheckpointError, CheckpointInfo, load_latest_checkpoint, never_checkpointed,
                           remove_temporaries, save_checkpoint)
 from .executors import Executor, StepTask, make_executor
-from .frozen import SlotBuffers
+from .frozen import ReusedArrays
 from .heldout import heldout_documents, heldout_loglik
 from .memory import format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
 from .model import MODEL_NAME, write_model
@@ -78,7 +78,7 @@ class Trainer:
         self.plan = EpochPlan(self.store.n_docs, self.store.docs_per_block, settings.batch_size, settings.seed,
                               settings.window_blocks, exclude=self.heldout_docs)
         self.n_training_docs = self.plan.n_training_docs
-        self._slot_buffers = SlotBuffers()  # exclude-own's copy of the rows, reused
+        self._buffers = ReusedArrays()  # a minibatch's copy of its rows and frozen view, reused
         self.task = StepTask(settings.step, settings.alpha, settings.eta, settings.seed, settings.shard_docs)
         self.executor = executor if executor is not None else make_executor(
             self.store, workers=settings.workers, window_blocks=settings.window_blocks, cluster=cluster,
@@ -480,7 +480,7 @@ class Trainer:
                            prior_counts=priors.counts_needed(s) if priors.updates_after(s, st.step + 1) else ())
         with self.timer("freeze"):
             own = None if self.saved is None else executor.previous_stats(work, self.saved).stats()
-            rows = executor.rows(work, self.table, own, self._slot_buffers)
+            rows = executor.rows(work, self.table, own, self._buffers)
         with self.timer("local_step"):
             result = executor.run(work, rows, task)
         if self.saved is not None:

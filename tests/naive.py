@@ -102,6 +102,54 @@ class EagerTopicWord:
             self.n_resets += 1
 
 
+class OneByOneRows:
+    """The topic-word table's rows (M = N / pi, kernels/table.py) as adding the global step's
+    pairs one by one in array order builds them: each row a list of slots (topic, value) or None,
+    probed linearly from a Fibonacci hash of the topic; a row whose load would pass MAX_LOAD is
+    first re-inserted, in slot order, into capacity_for(size) slots."""
+
+    MAX_LOAD = 0.7
+
+    def __init__(self, n_topics: int, n_words: int, min_capacity: int):
+        self.rows: list[list] = [[] for _ in range(n_words)]
+        self.topic_sums = np.zeros(n_topics)
+        self.min_capacity = min_capacity
+        self.pi = 1.0
+
+    def update(self, words, topics, values, rho: float, scale: float) -> None:
+        self.pi *= 1.0 - rho
+        coef = rho * scale / self.pi
+        for word, topic, value in zip(words, topics, values):
+            if value == 0.0:
+                continue
+            row, amount = self.rows[word], coef * value
+            slot = self._find(row, topic) if row else None
+            if slot is not None and row[slot] is not None:
+                row[slot] = (topic, row[slot][1] + amount)
+            else:
+                size = sum(entry is not None for entry in row) + 1
+                if size > self.MAX_LOAD * len(row):
+                    capacity = self.min_capacity
+                    while size > self.MAX_LOAD * capacity:
+                        capacity *= 2
+                    old, row = row, [None] * capacity
+                    for entry in old:
+                        if entry is not None:
+                            row[self._find(row, entry[0])] = entry
+                    self.rows[word] = row
+                row[self._find(row, topic)] = (topic, amount)
+            self.topic_sums[topic] += amount
+
+    @staticmethod
+    def _find(row: list, topic: int) -> int:
+        """The slot holding `topic`, else the free slot where it belongs."""
+        capacity = len(row)
+        slot = ((int(topic) * 0x9E3779B97F4A7C15) % 2**64 >> 32) & (capacity - 1)
+        while row[slot] is not None and row[slot][0] != topic:
+            slot = (slot + 1) % capacity
+        return slot
+
+
 def word_statistics(rows: list[tuple[np.ndarray, np.ndarray]], n_words: int) -> tuple[np.ndarray, np.ndarray]:
     """(term_counts, doc_freqs) of documents given as (word ids, counts) rows, one word at a time."""
     term_counts = [0] * n_words

@@ -27,7 +27,7 @@ from typing import Iterator
 import numpy as np
 
 from ..assignments import SavedAssignments
-from ..frozen import FrozenTopics, SlotBuffers, TableRows
+from ..frozen import FrozenTopics, ReusedArrays, TableRows
 from ..local_steps import LocalStep
 from ..minibatch import Minibatch
 from ..plan import MinibatchPlan
@@ -86,11 +86,12 @@ class Executor(ABC):
     def previous_stats(self, work, saved: SavedAssignments) -> StepResult:
         """The statistics the work's documents added on their previous visit (assignments.previous_stats)."""
 
-    def rows(self, work, table: TopicWordTable, own: SparseStats | None = None, buffers: SlotBuffers | None = None):
+    def rows(self, work, table: TopicWordTable, own: SparseStats | None = None, buffers: ReusedArrays | None = None):
         """What `run` reads for the work: the table's rows for its words, less `own` (the
-        statistics its documents added on their previous visit, exclude-own) if given."""
-        rows = TableRows.from_table(table, self.words(work))
-        return rows if own is None else rows.without(own, buffers)
+        statistics its documents added on their previous visit, exclude-own) if given; what is
+        derived from them goes into `buffers` (TableRows)."""
+        rows = TableRows.from_table(table, self.words(work), buffers)
+        return rows if own is None else rows.without(own)
 
     @abstractmethod
     def run(self, work, rows, task: StepTask) -> StepResult:

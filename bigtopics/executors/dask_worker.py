@@ -12,7 +12,7 @@ import numpy as np
 from distributed import WorkerPlugin, get_worker, secede
 
 from ..assignments import chain_starts, previous_stats
-from ..frozen import SlotBuffers, TableRows
+from ..frozen import ReusedArrays, TableRows
 from ..minibatch import Minibatch
 from ..reader import DocumentReader, prepared, read_documents
 from ..stats import SparseStats, StepResult
@@ -36,7 +36,7 @@ class Replica:
     session: str
     version: int
     table: TopicWordTable
-    buffers: SlotBuffers
+    buffers: ReusedArrays
 
 
 _replica: Replica | None = None
@@ -117,9 +117,9 @@ def run_shard(batch: Minibatch, session: str, version: int, updates: list, own: 
             return NEED_TABLE
         words = batch.distinct_words()
         if own is None:
-            rows = TableRows.from_table(table, words)
+            rows = TableRows.from_table(table, words, _replica.buffers)
         else:  # the whole minibatch's statistics come out: they change the topic totals too
-            rows = TableRows.from_table(table, np.union1d(words, own.words)).without(own, _replica.buffers)
+            rows = TableRows.from_table(table, np.union1d(words, own.words), _replica.buffers).without(own)
             rows = rows.subset(words)
         n_threads = use_threads(get_worker().state.nthreads)  # numba's thread count is per calling thread
         return task.run(batch, task.freeze(rows), doc_seeds, n_threads,
@@ -131,7 +131,7 @@ def _table_at(session: str, version: int, updates: list, table_state: dict | Non
     at hand cannot bring it there."""
     global _replica
     if table_state is not None:
-        _replica = Replica(session, version, TopicWordTable.from_state(table_state), SlotBuffers())
+        _replica = Replica(session, version, TopicWordTable.from_state(table_state), ReusedArrays())
     if _replica is None or _replica.session != session:
         return None
     for update_version, (words, topics, values, rho, scale) in updates:

@@ -94,9 +94,10 @@ def index_rows(row_indptr, row_topics, row_coef):
 
 @njit(parallel=True)
 def freeze_table_rows(words, pi, eta, geometric, topic_scale, row_start, row_capacity, row_size, pool_topics,
-                      pool_values):
-    """The rows of table rows `words` (N = pi M) in one pass: (row_indptr, row_topics, row_coef,
-    row_coef_cumsum) with coef = M * topic_scale[k] (topic_scale = pi / (V eta + N[k])), or if
+                      pool_values, row_topics, row_coef, row_coef_cumsum):
+    """The rows of table rows `words` (N = pi M) in one pass: returns row_indptr, and writes
+    (row_topics, row_coef, row_coef_cumsum) (as long as the rows' sizes summed) with
+    coef = M * topic_scale[k] (topic_scale = pi / (V eta + N[k])), or if
     `geometric` (e^psi(eta + N) - e^psi(eta)) * topic_scale[k] (topic_scale = 1 / e^psi(V eta + N[k])).
 
     Entries come in the table's layout order, so the view depends only on the table's contents
@@ -109,29 +110,31 @@ def freeze_table_rows(words, pi, eta, geometric, topic_scale, row_start, row_cap
     for r in range(n_rows):
         row_indptr[r + 1] = row_indptr[r] + row_size[words[r]]
         work[r + 1] = work[r] + 1 + row_capacity[words[r]]
-    row_topics = np.empty(row_indptr[n_rows], np.int32)
-    row_coef = np.empty(row_indptr[n_rows], np.float64)
-    row_coef_cumsum = np.empty(row_indptr[n_rows], np.float64)
     bounds = even_ranges(work, numba.get_num_threads())
     for part in prange(bounds.shape[0] - 1):
         for r in range(bounds[part], bounds[part + 1]):
-            w = words[r]
-            start, capacity = row_start[w], row_capacity[w]
-            if capacity == 0:
-                continue
-            first = layout_start(pool_topics, start, capacity)
-            j = row_indptr[r]
-            total = 0.0
-            for i in range(capacity):
-                slot = start + ((first + i) & (capacity - 1))
-                k = pool_topics[slot]
-                if k == EMPTY:
-                    continue
-                m = pool_values[slot]
-                coef = ((exp_digamma(eta + pi * m) - e0) if geometric else m) * topic_scale[k]
-                total += coef
-                row_topics[j] = k
-                row_coef[j] = coef
-                row_coef_cumsum[j] = total
-                j += 1
-    return row_indptr, row_topics, row_coef, row_coef_cumsum
+            _freeze_row(row_start[words[r]], row_capacity[words[r]], row_indptr[r], pi, eta, e0, geometric,
+                        topic_scale, pool_topics, pool_values, row_topics, row_coef, row_coef_cumsum)
+    return row_indptr
+
+
+@njit(cache=True)
+def _freeze_row(start, capacity, j, pi, eta, e0, geometric, topic_scale, pool_topics, pool_values, row_topics,
+                row_coef, row_coef_cumsum):
+    """One row of freeze_table_rows, written from entry j on."""
+    if capacity == 0:
+        return
+    first = layout_start(pool_topics, start, capacity)
+    total = 0.0
+    for i in range(capacity):
+        slot = start + ((first + i) & (capacity - 1))
+        k = pool_topics[slot]
+        if k == EMPTY:
+            continue
+        m = pool_values[slot]
+        coef = ((exp_digamma(eta + pi * m) - e0) if geometric else m) * topic_scale[k]
+        total += coef
+        row_topics[j] = k
+        row_coef[j] = coef
+        row_coef_cumsum[j] = total
+        j += 1
