@@ -25,6 +25,7 @@ import io
 import os
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from .atomic import is_disk_full, no_space, temporary_sibling
@@ -221,19 +222,23 @@ class TopicWordTable:
             order = np.argsort(words, kind="stable")
             by_row = words[order], topics[order], values[order]
         runs = word_runs(by_row[0])
-        new_size, new_capacity, slots = plan_rows(*by_row, runs, self._row_start, self._row_capacity, self._row_size,
-                                           self._pool_topics, self.initial_capacity)
+        n_parts = numba.get_num_threads()
+
+        def plan():
+            return plan_rows(*by_row, runs, self._row_start, self._row_capacity, self._row_size, self._pool_topics,
+                             self.initial_capacity, n_parts)
+
+        new_size, new_capacity, slots = plan()
         run_words = by_row[0][runs[:-1]]
         inserted = int((new_size - self._row_size[run_words]).sum())
         new_start, used = row_growth_starts(new_capacity, self._row_capacity[run_words], self._pool_used)
         if used > len(self._pool_topics):
             self._make_room(used - self._pool_used)  # may move rows: plan again
-            new_size, new_capacity, slots = plan_rows(*by_row, runs, self._row_start, self._row_capacity,
-                                                      self._row_size, self._pool_topics, self.initial_capacity)
+            new_size, new_capacity, slots = plan()
             new_start, used = row_growth_starts(new_capacity, self._row_capacity[run_words], self._pool_used)
         add_runs(*by_row, runs, slots, coef, new_size, new_capacity, new_start, self._row_start, self._row_capacity,
                  self._row_size, self._pool_topics, self._pool_values, self.initial_capacity,
-                 int(capacity_for(self.n_topics, self.initial_capacity)))
+                 int(capacity_for(self.n_topics, self.initial_capacity)), n_parts)
         self._pool_used = used
         self.n_entries += inserted
         add_topic_sums(topics, values, coef, self._topic_sums)

@@ -19,6 +19,9 @@ number of threads:
 - `add_topic_sums` (serial) adds the amounts to Msum in array order: floating-point sums depend
   on their order, and this pass is a sequential read of the pairs into a K-vector.
 
+The two parallel kernels are cached, unlike the samplers' drivers: every process that holds a
+table (a `train`, each worker of a cluster) takes a global step, and compiling them costs seconds.
+
 Where the grown rows sit in the pool differs from one-by-one addition (no intermediate segments
 are left behind as garbage), which nothing reads: rows are read by their segment, the pool's
 order matters only to compaction, which keeps it.
@@ -26,7 +29,6 @@ order matters only to compaction, which keeps it.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import njit, prange
 
@@ -62,20 +64,22 @@ def word_runs(words):
     return starts[:n_runs + 1].copy()
 
 
-@njit(parallel=True)
-def plan_rows(words, topics, values, runs, row_start, row_capacity, row_size, pool_topics, min_capacity):
+@njit(parallel=True, cache=True)
+def plan_rows(words, topics, values, runs, row_start, row_capacity, row_size, pool_topics, min_capacity, n_parts):
     """Each run's row after the run: (size, capacity), int64 (n_runs,) each; and each pair's
     slot in the row as it is, -1 where its topic is not there (or its value is zero).
 
     A pair adds an entry if its value is non-zero and its topic is not in the row; the row
     grows once its size passes MAX_LOAD of its capacity, to capacity_for(size), so its final
-    capacity is its old one if it never passes, else capacity_for(final size).
+    capacity is its old one if it never passes, else capacity_for(final size). The runs are split
+    into n_parts ranges of about equal pairs (numba's thread count: given, not read here, so
+    that the kernel can be cached).
     """
     n_runs = runs.shape[0] - 1
     new_size = np.empty(n_runs, np.int64)
     new_capacity = np.empty(n_runs, np.int64)
     slots = np.full(words.shape[0], -1, np.int64)
-    bounds = even_ranges(runs, numba.get_num_threads())
+    bounds = even_ranges(runs, n_parts)
     for part in prange(bounds.shape[0] - 1):
         for r in range(bounds[part], bounds[part + 1]):
             word = words[runs[r]]
@@ -95,13 +99,13 @@ def plan_rows(words, topics, values, runs, row_start, row_capacity, row_size, po
     return new_size, new_capacity, slots
 
 
-@njit(parallel=True)
+@njit(parallel=True, cache=True)
 def add_runs(words, topics, values, runs, slots, coef, new_size, new_capacity, new_start, row_start, row_capacity,
-             row_size, pool_topics, pool_values, min_capacity, largest_capacity):
+             row_size, pool_topics, pool_values, min_capacity, largest_capacity, n_parts):
     """Add each run's amounts to its row (slots: plan_rows'); a row whose capacity changes is
     built in scratch and written to its new segment at new_start[r] (the caller's plan; unused
-    for the others)."""
-    bounds = even_ranges(runs, numba.get_num_threads())
+    for the others). Runs split as in plan_rows."""
+    bounds = even_ranges(runs, n_parts)
     for part in prange(bounds.shape[0] - 1):
         scratch_topics = np.empty(2 * largest_capacity, pool_topics.dtype)
         scratch_values = np.empty(2 * largest_capacity, pool_values.dtype)
