@@ -25,19 +25,17 @@ import io
 import os
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from .atomic import is_disk_full, no_space, temporary_sibling
 from .kernels.table import (
+    add_scaled,
     capacities_for,
-    capacity_for,
     compact_pool,
     fill_rows,
     gather_rows,
     rescale_and_drop,
 )
-from .kernels.table_update import add_runs, add_topic_sums, plan_rows, row_growth_starts, scan_pairs, word_runs
 
 MIN_POOL_SLOTS = 4096
 
@@ -190,15 +188,13 @@ class TopicWordTable:
 
         rho = 1 replaces N by scale * Nhat. Resets (with self.drop_below) once pi < reset_below.
         """
-        words, topics = np.ascontiguousarray(words, np.int64), np.ascontiguousarray(topics, np.int64)
+        words = self._check_ids(words, self.n_words, "word")
+        topics = self._check_ids(topics, self.n_topics, "topic")
         values = np.ascontiguousarray(values, np.float64)
         if not len(words) == len(topics) == len(values):
             raise ValueError(f"words, topics and values differ in length ({len(words)}, {len(topics)}, {len(values)})")
-        bad, grouped = scan_pairs(words, topics, values, self.n_words, self.n_topics)
-        if bad >= 0:  # say which check failed
-            self._check_ids(words, self.n_words, "word")
-            self._check_ids(topics, self.n_topics, "topic")
-            raise ValueError(f"Nhat values must be finite and >= 0 (got {values[bad]} at pair {bad})")
+        if len(values) and not (np.isfinite(values).all() and values.min() >= 0):
+            raise ValueError("Nhat values must be finite and >= 0")
         if not 0.0 < rho <= 1.0:
             raise ValueError(f"the step size rho must lie in (0, 1] (got {rho})")
         if not (np.isfinite(scale) and scale > 0):
@@ -209,39 +205,16 @@ class TopicWordTable:
         else:
             self.pi *= 1.0 - rho
             coef = rho * scale / self.pi
-        self._add(words, topics, values, coef, grouped)
+        first = 0
+        while first < len(words):
+            first, self._pool_used, inserted, room_needed = add_scaled(
+                words, topics, values, first, coef, self._row_start, self._row_capacity, self._row_size,
+                self._pool_topics, self._pool_values, self._pool_used, self._topic_sums, self.initial_capacity)
+            self.n_entries += inserted
+            if room_needed:
+                self._make_room(room_needed)
         if self.pi < self.reset_below:
             self.reset()
-
-    def _add(self, words: np.ndarray, topics: np.ndarray, values: np.ndarray, coef: float, grouped: bool) -> None:
-        """M[k, w] += coef * value and Msum[k] += the same for each pair, as adding them one by one
-        in array order would (kernels/table_update.py), in parallel over the rows; `grouped`: the
-        words ascend already."""
-        by_row = words, topics, values
-        if not grouped:  # a run per row, the row's pairs in their order
-            order = np.argsort(words, kind="stable")
-            by_row = words[order], topics[order], values[order]
-        runs = word_runs(by_row[0])
-        n_parts = numba.get_num_threads()
-
-        def plan():
-            return plan_rows(*by_row, runs, self._row_start, self._row_capacity, self._row_size, self._pool_topics,
-                             self.initial_capacity, n_parts)
-
-        new_size, new_capacity, slots = plan()
-        run_words = by_row[0][runs[:-1]]
-        inserted = int((new_size - self._row_size[run_words]).sum())
-        new_start, used = row_growth_starts(new_capacity, self._row_capacity[run_words], self._pool_used)
-        if used > len(self._pool_topics):
-            self._make_room(used - self._pool_used)  # may move rows: plan again
-            new_size, new_capacity, slots = plan()
-            new_start, used = row_growth_starts(new_capacity, self._row_capacity[run_words], self._pool_used)
-        add_runs(*by_row, runs, slots, coef, new_size, new_capacity, new_start, self._row_start, self._row_capacity,
-                 self._row_size, self._pool_topics, self._pool_values, self.initial_capacity,
-                 int(capacity_for(self.n_topics, self.initial_capacity)), n_parts)
-        self._pool_used = used
-        self.n_entries += inserted
-        add_topic_sums(topics, values, coef, self._topic_sums)
 
     def reset(self, drop_below: float | None = None) -> float:
         """M <- pi M, pi <- 1, Msum recomputed, entries with N < drop_below (default
