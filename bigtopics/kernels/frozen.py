@@ -95,10 +95,10 @@ def index_rows(row_indptr, row_topics, row_coef):
 @njit(parallel=True)
 def freeze_table_rows(words, pi, eta, geometric, topic_scale, row_start, row_capacity, row_size, pool_topics,
                       pool_values, row_topics, row_coef, row_coef_cumsum):
-    """The rows of table rows `words` (N = pi M) in one pass: returns row_indptr, and writes
-    (row_topics, row_coef, row_coef_cumsum) (as long as the rows' sizes summed) with
-    coef = M * topic_scale[k] (topic_scale = pi / (V eta + N[k])), or if
-    `geometric` (e^psi(eta + N) - e^psi(eta)) * topic_scale[k] (topic_scale = 1 / e^psi(V eta + N[k])).
+    """The rows of table rows `words` (N = pi M) in one pass: returns row_indptr and writes the
+    caller's row_topics, row_coef and row_coef_cumsum (each as long as the rows' sizes summed),
+    with coef = M * topic_scale[k] (topic_scale = pi / (V eta + N[k])), or if `geometric`
+    (e^psi(eta + N) - e^psi(eta)) * topic_scale[k] (topic_scale = 1 / e^psi(V eta + N[k])).
 
     Entries come in the table's layout order, so the view depends only on the table's contents
     and layout, which checkpoints preserve.
