@@ -16,7 +16,7 @@ from bigtopics.settings import TrainSettings
 from bigtopics.trainer import train
 
 from . import naive
-from .test_gibbs import freeze, replicated_batch, sparse_topic_word
+from .test_gibbs import counts_per_copy, freeze, short_document_copies, sparse_topic_word
 from .test_train import SPEC
 
 
@@ -190,20 +190,13 @@ def test_mh_chain_from_no_topic_converges_to_the_conditional(token_problem, prio
 @pytest.mark.parametrize("alpha", [0.2, np.array([0.05, 0.2, 0.8])], ids=["symmetric", "asymmetric"])
 @pytest.mark.parametrize("sampler", ["alias", "mh", "word-major"])
 def test_marginals_match_exact_posterior_of_a_short_document(sampler, alpha):
-    rng = np.random.default_rng(3)
-    n_topics, eta = 3, 0.5
-    dense = sparse_topic_word(rng, n_topics, 4, density=0.6)
-    frozen = freeze(dense, eta)
-    token_words = np.array([0, 0, 1, 3])
-    exact = naive.expected_word_topic_counts(token_words, alpha, naive.exp_elog_beta(dense, eta))  # (word, topic)
     n_copies = 20_000
-    batch = replicated_batch(token_words, n_copies)
+    batch, frozen, exact = short_document_copies([0, 0, 1, 3], 3, 0.6, alpha, 0.5, n_copies)
     stats = gibbs_local_step(batch, frozen, batch.doc_seeds(7, 0), alpha=alpha, burnin=8, samples=4,
                              sampler=sampler, n_workers=2)
-    estimate = np.zeros((4, n_topics))
-    np.add.at(estimate, (stats.words, stats.topics), stats.values / n_copies)
+    estimate = counts_per_copy(stats.words, stats.topics, stats.values, n_copies, 3)
     np.testing.assert_allclose(estimate, exact, atol=0.012)
-    assert stats.values.sum() == pytest.approx(len(token_words) * n_copies)
+    assert stats.values.sum() == pytest.approx(4 * n_copies)
 
 
 def random_batch(rng, n_docs, n_words, first_doc=0, max_entries=30):

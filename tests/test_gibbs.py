@@ -196,6 +196,23 @@ def replicated_batch(token_words, n_copies):
                      np.tile(counts, n_copies))
 
 
+def short_document_copies(token_words, n_topics, density, alpha, eta, n_copies, estimate="geometric", seed=3):
+    """n_copies of one short document (word ids below 4), the frozen `estimate` of a random sparse
+    K x 4 table, and the exact expected (word, topic) counts of one copy under it (tests/naive.py)."""
+    dense = sparse_topic_word(np.random.default_rng(seed), n_topics, 4, density=density)
+    token_words = np.asarray(token_words)
+    beta = naive.exp_elog_beta(dense, eta) if estimate == "geometric" else naive.mean_beta(dense, eta)
+    return (replicated_batch(token_words, n_copies), freeze(dense, eta, estimate),
+            naive.expected_word_topic_counts(token_words, alpha, beta))
+
+
+def counts_per_copy(words, topics, counts, n_copies, n_topics):
+    """Sampled (word, topic) counts summed over the copies, per copy: (4, K)."""
+    estimate = np.zeros((4, n_topics))
+    np.add.at(estimate, (words, topics), counts / n_copies)
+    return estimate
+
+
 @pytest.mark.slow
 # The documents repeat words, so their later tokens are drawn against a tracked share. With K = 3
 # every row is scanned. Full rows of 20 topics are looked up while the other tokens of the
@@ -206,18 +223,11 @@ def replicated_batch(token_words, n_copies):
 @pytest.mark.parametrize("token_words, n_topics, density", [([0, 0, 1, 3], 3, 0.6), ([0, 0, 0, 1, 1, 3, 3], 3, 0.6),
                                                             ([0, 0, 0, 1], 20, 1.0), ([0, 0, 0], 40, 1.0)])
 def test_gibbs_marginals_match_exact_posterior_of_a_short_document(token_words, n_topics, density):
-    rng = np.random.default_rng(3)
-    alpha, eta = 0.2, 0.5
-    dense = sparse_topic_word(rng, n_topics, 4, density=density)
-    frozen = freeze(dense, eta)
-    token_words = np.array(token_words)
-    exact = naive.expected_word_topic_counts(token_words, alpha, naive.exp_elog_beta(dense, eta))  # (word, topic)
-    n_copies = 20_000
-    batch = replicated_batch(token_words, n_copies)
+    alpha, n_copies = 0.2, 20_000
+    batch, frozen, exact = short_document_copies(token_words, n_topics, density, alpha, 0.5, n_copies)
     # 30 burn-in sweeps: after 8 the longer document still carries 0.015 of its start in both samplers
     stats = gibbs_local_step(batch, frozen, batch.doc_seeds(7, 0), alpha=alpha, burnin=30, samples=4, n_workers=2)
-    estimate = np.zeros((4, n_topics))
-    np.add.at(estimate, (stats.words, stats.topics), stats.values / n_copies)
+    estimate = counts_per_copy(stats.words, stats.topics, stats.values, n_copies, n_topics)
     np.testing.assert_allclose(estimate, exact, atol=0.012)
     # every token is counted once per saved sweep
     assert stats.values.sum() == pytest.approx(len(token_words) * n_copies)

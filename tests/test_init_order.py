@@ -5,31 +5,13 @@ kernels/alias_gibbs.py)."""
 import numpy as np
 import pytest
 
-from bigtopics.frozen import FrozenTopics
-from bigtopics.minibatch import Minibatch
 from bigtopics.settings import TrainSettings
 from steps import gibbs_local_step
 
-from . import naive
+from .test_gibbs import counts_per_copy, freeze, replicated_batch, short_document_copies
 
 SAMPLER_OPTIONS = [{"sampler": "buckets"}, {"sampler": "alias"}, {"sampler": "mh", "mh_steps": 4},
                    {"sampler": "word-major"}]
-
-
-def replicated_batch(token_words, n_copies):
-    words, counts = np.unique(token_words, return_counts=True)
-    n = len(words)
-    return Minibatch(np.arange(n_copies), np.arange(n_copies + 1) * n, np.tile(words, n_copies),
-                     np.tile(counts, n_copies))
-
-
-def frozen_dense(dense, eta):
-    n_topics, n_words = dense.shape
-    rows = [np.nonzero(dense[:, w])[0] for w in range(n_words)]
-    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
-    values = np.concatenate([dense[r, w] for w, r in enumerate(rows)])
-    return FrozenTopics.from_rows(np.arange(n_words), indptr, np.concatenate(rows), values, dense.sum(1), eta,
-                                  n_words, "mean")
 
 
 @pytest.mark.parametrize("options", SAMPLER_OPTIONS)
@@ -39,7 +21,7 @@ def test_rare_first_places_a_shared_word_with_the_rare_words_topic(options):
     # drew (half the documents: topic 0) and one sweep cannot move the pile; placed rarest first,
     # the 1 goes to topic 1 and the 0s follow it.
     dense = np.array([[50.0, 0.0, 50.0], [50.0, 50.0, 0.0]])
-    frozen = frozen_dense(dense, eta=0.001)
+    frozen = freeze(dense, eta=0.001, estimate="mean")
     batch = replicated_batch(np.array([0] * 20 + [1]), 400)
     share = {}
     for order in ("store", "rare-first"):
@@ -53,19 +35,13 @@ def test_rare_first_places_a_shared_word_with_the_rare_words_topic(options):
 
 @pytest.mark.parametrize("options", SAMPLER_OPTIONS)
 def test_rare_first_samples_the_same_posterior(options):
-    rng = np.random.default_rng(3)
-    alpha, eta, n_topics = 0.2, 0.5, 3
-    dense = rng.gamma(0.5, 10.0, size=(n_topics, 4)) * (rng.random((n_topics, 4)) < 0.6)
-    token_words = np.array([0, 0, 1, 3])
-    exact = naive.expected_word_topic_counts(token_words, alpha, naive.mean_beta(dense, eta))  # (word, topic)
-    n_copies = 6000
-    batch = replicated_batch(token_words, n_copies)
-    stats = gibbs_local_step(batch, frozen_dense(dense, eta), batch.doc_seeds(7, 0), alpha=alpha, burnin=20,
+    alpha, n_copies = 0.2, 6000
+    batch, frozen, exact = short_document_copies([0, 0, 1, 3], 3, 0.6, alpha, 0.5, n_copies, estimate="mean")
+    stats = gibbs_local_step(batch, frozen, batch.doc_seeds(7, 0), alpha=alpha, burnin=20,
                              samples=4, init_order="rare-first", n_workers=2, **options)
-    estimate = np.zeros((4, n_topics))
-    np.add.at(estimate, (stats.words, stats.topics), stats.values / n_copies)
+    estimate = counts_per_copy(stats.words, stats.topics, stats.values, n_copies, 3)
     np.testing.assert_allclose(estimate, exact, atol=0.03)
-    assert stats.values.sum() == pytest.approx(len(token_words) * n_copies)
+    assert stats.values.sum() == pytest.approx(4 * n_copies)
 
 
 def test_an_unknown_init_order_is_one_line_naming_the_option():

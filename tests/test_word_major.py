@@ -75,23 +75,15 @@ def test_a_warm_start_skips_the_initialisation_of_visited_documents_only():
 def test_a_chain_started_anywhere_reaches_the_exact_posterior():
     """Copies of a short document, each started from an arbitrary assignment: after the burn-in
     the saved sweeps follow the exact posterior (as tests/test_alias_gibbs.py's cold starts)."""
-    from . import naive
-    from .test_gibbs import replicated_batch
+    from .test_gibbs import counts_per_copy, short_document_copies
 
-    rng = np.random.default_rng(14)
-    n_topics, eta, alpha = 3, 0.5, 0.2
-    dense = sparse_topic_word(rng, n_topics, 4, density=0.6)
-    frozen = freeze(dense, eta)
-    token_words = np.array([0, 0, 1, 3])
-    exact = naive.expected_word_topic_counts(token_words, alpha, naive.exp_elog_beta(dense, eta))  # (word, topic)
-    n_copies = 20_000
-    batch = replicated_batch(token_words, n_copies)
-    initial = np.zeros(len(token_words) * n_copies, np.int32)  # every token in topic 0
+    alpha, n_copies = 0.2, 20_000
+    batch, frozen, exact = short_document_copies([0, 0, 1, 3], 3, 0.6, alpha, 0.5, n_copies, seed=14)
+    initial = np.zeros(4 * n_copies, np.int32)  # every token in topic 0
     # 30 burn-in sweeps, as the cold starts there: after 8 the start still shows (0.02 here)
     tallies = gibbs_sample(batch, frozen, batch.doc_seeds(7, 0), alpha=alpha, burnin=30, samples=4,
                            sampler="word-major", n_workers=2, initial=initial)
-    estimate = np.zeros((4, n_topics))
-    np.add.at(estimate, (tallies.words, tallies.topics), tallies.counts / 4 / n_copies)
+    estimate = counts_per_copy(tallies.words, tallies.topics, tallies.counts / 4, n_copies, 3)
     np.testing.assert_allclose(estimate, exact, atol=0.012)
 
 
