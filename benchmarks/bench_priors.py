@@ -8,8 +8,10 @@ Every system trains in this process on the training store of benchmarks/peers.py
 same held-out documents as bench_peers.py) until --seconds of training have passed, checked after
 each minibatch (bigtopics) or Gibbs sweep (tomotopy); then its topics p(w|k) and its own prior
 (alpha_k, learned or not) are scored by the one evaluator: left-to-right (no resampling) and
-document completion log-likelihood per held-out token, and mean UMass coherence of the top 10
-words on the training store. Systems:
+document completion log-likelihood per held-out token, mean UMass coherence of the top 10
+words on the training store, and how many distinct top-10 sets the topics have; on a synthetic
+store with its true topics beside it (`<store>.truth`, tools/synth_corpus.py), also their
+recovery (peers.recovery: the mean best-match cosine). Systems:
 
   bigtopics          its defaults: alpha learned from 5/K (--optimize-alpha), eta 0.01
   bigtopics-fixed    --no-optimize-alpha: alpha 5/K and eta 0.01, fixed
@@ -116,15 +118,16 @@ def train_tomotopy(train_store, k: int, seconds: float, optim_interval: int, see
     return p / p.sum(axis=1, keepdims=True), np.asarray(model.alpha, np.float64), float(model.eta), elapsed, sweeps
 
 
-def score(p, alpha, heldout, train_store, seed: int) -> dict:
+def score(p, alpha, heldout, train_store, truth, seed: int) -> dict:
     source = peers.DenseTopics(p)
-    out = {}
+    out = {} if truth is None else {"cosine": peers.recovery(p, truth)}
     for method in ("left-to-right", "completion"):
         total, tokens = heldout_loglik(source, heldout, alpha=alpha, eta=peers.EVAL_ETA, seed=seed, method=method,
                                        particles=5, resample=False, n_workers=thread_count(0))
         out[method] = total / max(tokens, 1)
     coherence, _ = umass_coherence(open_store(train_store), peers.top_words(p, 10))
     out["coherence"] = float(coherence.mean())
+    out["distinct_top10"] = peers.distinct_top_sets(p)
     return out
 
 
@@ -150,6 +153,7 @@ def main() -> None:
     store = Path(args.store) if args.store else peers.ensure_store(Path(args.corpus), cache, args.section_tokens)
     train_store, heldout_path = peers.prepare_split(store, args.heldout_docs, args.seed, cache)
     heldout, _ = peers.load_heldout(heldout_path)
+    truth = peers.true_topics(store, train_store)
     work = Path(tempfile.mkdtemp(prefix="priors-", dir=cache))
     for k in args.topics:
         if args.update_cost:
@@ -172,7 +176,7 @@ def main() -> None:
             result = {"system": name, **(step if name.startswith("bigtopics") else {}), "k": k,
                       "seconds": round(seconds, 1), unit: steps,
                       "alpha_sum": float(np.sum(np.broadcast_to(alpha, (k,)))), "eta": eta,
-                      **score(p, alpha, heldout, train_store, args.seed),
+                      **score(p, alpha, heldout, train_store, truth, args.seed),
                       "corpus": Path(args.store).name if args.store else Path(args.corpus).parent.name,
                       "machine": platform.node()}
             print(json.dumps(result), flush=True)

@@ -11,7 +11,7 @@ marks (fractions of --seconds) training is paused and, outside the timing, its t
 are scored on the held-out documents by one evaluator (benchmarks/peers.py: left-to-right, 5
 particles, the same alpha): the score per token, its difference from the one-topic unigram model
 (the training corpus' word frequencies) and from the true topics; the mean over the true topics
-of the best-match cosine (bigtopics.synth.topic_recovery); and the number of distinct top-10
+of the best-match cosine (peers.recovery); and the number of distinct top-10
 word sets among the K topics (topics collapsing onto the corpus' frequent words lose distinct
 sets). `-o name=value` passes training settings to bigtopics (TrainSettings or the local step's
 options), for controlled experiments; the table ends with bigtopics / tomotopy at each mark.
@@ -35,10 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import (
     EVAL_ETA,
     DenseTopics,
+    distinct_top_sets,
     load_heldout,
     peer_corpus,
     prepare_split,
-    top_words,
+    recovery,
+    true_topics,
 )
 from systems import BigtopicsSystem, TomotopySystem
 
@@ -65,19 +67,9 @@ def corpus(args, cache: Path) -> Path:
     return store
 
 
-def true_topics(store: Path, train_store: Path) -> np.ndarray:
-    """The true p(w | k) over the training store's vocabulary (the words that occur in training)."""
-    truth = np.load(str(store) + ".truth/beta.npy")
-    vocab = (Path(str(store) + ".truth") / "vocab.txt").read_text(encoding="utf-8").split()
-    column = {w: i for i, w in enumerate(vocab)}
-    kept = np.array([column[w] for w in open_store(train_store).vocab], np.int64)
-    return truth[:, kept] / truth[:, kept].sum(axis=1, keepdims=True)
-
-
 class Evaluator:
     def __init__(self, heldout, truth: np.ndarray | None, alpha: float, seed: int):
-        self.heldout, self.alpha, self.seed = heldout, alpha, seed
-        self.truth_unit = None if truth is None else truth / np.linalg.norm(truth, axis=1, keepdims=True)
+        self.heldout, self.truth, self.alpha, self.seed = heldout, truth, alpha, seed
 
     def loglik(self, p: np.ndarray) -> float:
         total, tokens = heldout_loglik(DenseTopics(p), self.heldout, alpha=self.alpha, eta=EVAL_ETA, seed=self.seed,
@@ -85,10 +77,8 @@ class Evaluator:
         return total / max(tokens, 1)
 
     def __call__(self, p: np.ndarray) -> dict:
-        unit = p / np.linalg.norm(p, axis=1, keepdims=True)
-        best = np.nan if self.truth_unit is None else (self.truth_unit @ unit.T).max(axis=1).mean()
-        return {"heldout": self.loglik(p), "cosine": float(best),
-                "distinct_top10": len({tuple(sorted(row)) for row in top_words(p, 10).tolist()})}
+        return {"heldout": self.loglik(p), "cosine": np.nan if self.truth is None else recovery(p, self.truth),
+                "distinct_top10": distinct_top_sets(p)}
 
 
 def dense(system) -> np.ndarray:
@@ -159,7 +149,7 @@ def main() -> None:
     heldout, unseen = load_heldout(heldout_path)
     train = open_store(train_store)
     alpha = ALPHA_SUM / args.topics  # bigtopics' default, given to both
-    truth_p = None if args.store else true_topics(store, train_store)
+    truth_p = true_topics(store, train_store)
     evaluate = Evaluator(heldout, truth_p, alpha, args.seed)
     frequencies = (train.term_counts / train.term_counts.sum())[None, :]
     unigram = evaluate.loglik(frequencies)

@@ -171,6 +171,31 @@ def top_words(p: np.ndarray, n: int) -> np.ndarray:
     return order[:, :n]
 
 
+def distinct_top_sets(p: np.ndarray, n: int = 10) -> int:
+    """How many distinct sets of n top words the topics have (topics collapsing onto a corpus'
+    frequent words share one)."""
+    return len({tuple(sorted(row)) for row in top_words(p, n).tolist()})
+
+
+def true_topics(store, train_store) -> np.ndarray | None:
+    """The true p(w | k) of a synthetic store (tools/synth_corpus.py writes them to `<store>.truth`)
+    over the training store's vocabulary; None for a store without them."""
+    truth_dir = Path(str(store) + ".truth")
+    if not truth_dir.is_dir():
+        return None
+    truth = np.load(truth_dir / "beta.npy")
+    column = {w: i for i, w in enumerate((truth_dir / "vocab.txt").read_text(encoding="utf-8").split())}
+    kept = np.array([column[w] for w in open_store(train_store).vocab], np.int64)
+    return truth[:, kept] / truth[:, kept].sum(axis=1, keepdims=True)
+
+
+def recovery(p: np.ndarray, truth: np.ndarray) -> float:
+    """The mean over the true topics of the cosine of the best-matching learned topic."""
+    unit = p / np.linalg.norm(p, axis=1, keepdims=True)
+    truth_unit = truth / np.linalg.norm(truth, axis=1, keepdims=True)
+    return float((truth_unit @ unit.T).max(axis=1).mean())
+
+
 def evaluate(p: np.ndarray, heldout: Minibatch, train_store, *, alpha: float, particles: int, seed: int,
              top_n: int, n_workers: int) -> dict:
     """Held-out log-likelihood per token (left-to-right, no resampling) and mean UMass coherence."""

@@ -297,6 +297,9 @@ def local_step_options(fn):
 @click.option("--optimize-every", type=int, help="Minibatches between two updates of the learned priors.  [default: 1]")
 @click.option("--optimize-burn-in", type=int, help="Minibatches before the first update of the learned priors.  "
               "[default: 20]")
+@click.option("--optimize-passes", type=float,
+              help="The learned priors average their fits over at least this many passes over the corpus; 0 moves "
+                   "them at the topics' rate rho_t.  [default: 1 with --epochs above 1, else 0]")
 @click.option("--local-step", type=click.Choice(list(LOCAL_STEPS)),
               help="Per-document inference: " + "; ".join(f"{name}: {step.summary}" for name, step in LOCAL_STEPS.items())
                    + ".  [default: gibbs]")

@@ -8,12 +8,18 @@ dirichlet.py), on the integer counts of a Gibbs sweep, as MALLET's sampling stat
 last saved sweep gives each document's topic counts n_dk (the draws for alpha) and each topic's
 word counts n_kw over the minibatch (the draws for eta). The fixed point is iterated to
 convergence on those counts (MAX_ITERATIONS, TOLERANCE), and the prior moves towards it by the
-global step's rate, as the topics do:
+global step's rate, but no faster than `optimize_passes` (P) passes over the corpus:
 
-    alpha <- (1 - rho_t) alpha + rho_t alpha*(minibatch)        (eta alike)
+    alpha <- (1 - r_t) alpha + r_t alpha*(minibatch),     r_t = min(rho_t, optimize_every |B| / (P D))
 
-so the priors average the minibatches' estimates with the weights the table gives their
-statistics. A variational local step has expected, not integer, document-topic counts, but each
+and eta alike, so the priors average the minibatches' estimates over at least the last P passes,
+as MALLET and tomotopy fit them to every document's counts. P is 1 for runs of more than one
+epoch: at the table's own rate (rho_t, whose memory is a few tens of minibatches on a large
+corpus) the prior and the still-blurred topics chased each other over the passes (the fit to
+counts sampled under blurred topics is a little flatter than the prior they were sampled with)
+and alpha_0 ran away. It is 0 (r_t = rho_t) for one epoch, where alpha has to settle within the
+pass (docs/design.md, "Learned priors").
+A variational local step has expected, not integer, document-topic counts, but each
 document's q(theta_d) = Dirichlet(gamma_d): there alpha*(minibatch) is the maximum of the bound's
 terms in alpha, the Dirichlet fixed point on the minibatch's mean of E[log theta_dk]
 (stats.ExpectedLogTheta, kernels/dirichlet.py), moved towards in the same way.
@@ -92,8 +98,17 @@ class LearnedPriors:
         (cheap), "words" for eta."""
         return ("documents", "words") if settings.optimize_eta else ("documents",)
 
+    @staticmethod
+    def rate(settings, rho: float, batch_docs: int, corpus_docs: int) -> float:
+        """The rate a minibatch's estimate moves the priors by: the global step's rho_t, at most
+        the share of `optimize_passes` passes sampled since the last update (module docstring)."""
+        if settings.optimize_passes == 0:
+            return rho
+        return min(rho, settings.optimize_every * batch_docs / (settings.optimize_passes * max(corpus_docs, 1)))
+
     def update(self, settings, counts: PriorCounts | ExpectedLogTheta, n_words: int, rho: float) -> None:
-        """Move the priors towards the fixed point of a minibatch's counts (or E[log theta]) by rho."""
+        """Move the priors towards the fixed point of a minibatch's counts (or E[log theta]) by
+        rho (the rate(); tests pass their own)."""
         if settings.optimize_alpha and isinstance(counts, ExpectedLogTheta):
             target = dirichlet_fixed_point(counts.sums / max(counts.n_docs, 1), self.alpha, MIN_PRIOR, MAX_PRIOR,
                                            MAX_ITERATIONS, TOLERANCE)

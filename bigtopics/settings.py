@@ -101,6 +101,8 @@ class TrainSettings:
     optimize_eta: bool = False  # learn eta (priors.py); eta is then its start
     optimize_every: int = 1  # minibatches between two updates of the learned priors
     optimize_burn_in: int = 20  # minibatches before the first update
+    optimize_passes: float | None = None  # the priors' fits averaged over at least this many passes (0: at rho_t);
+    # None: 1 when training for more than one epoch, else 0 (benchmarks/RESULTS.md, "Learned priors")
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0
     batch_size: int | None = None  # None: from SAMPLING_DEFAULTS (local_steps/gibbs.py)
@@ -143,6 +145,8 @@ class TrainSettings:
         self.step_options = asdict(step)
         if self.optimize_alpha is None:  # on where measured to help (benchmarks/RESULTS.md, "Learned priors")
             self.optimize_alpha = step.learns_alpha_by_default
+        if self.optimize_passes is None:
+            self.optimize_passes = 1.0 if self.epochs > 1 else 0.0
         if self.alpha is None and self.n_topics >= 1:
             self.alpha = ALPHA_SUM / self.n_topics
         if self.eta is None:
@@ -187,6 +191,7 @@ class TrainSettings:
                 raise OptionError(f"{flag} must be on or off (got {_shown(value)})")
         check_integer(self.optimize_every, "--optimize-every", 1, MAX_COUNT, "minibatches between updates")
         check_integer(self.optimize_burn_in, "--optimize-burn-in", 0, MAX_COUNT, "minibatches before the first update")
+        check_real(self.optimize_passes, "--optimize-passes", 0.0, MAX_COUNT)
         step = self.step
         step.validate(self.n_topics)
         if self.optimize_alpha and not step.learns_alpha:
@@ -236,6 +241,7 @@ def recorded_settings(record: dict) -> TrainSettings:
     """The settings of a run as settings.json records them."""
     settings = dict(record["settings"])
     settings.setdefault("optimize_alpha", False)  # a run started before priors could be learned keeps its alpha
+    settings.setdefault("optimize_passes", 0.0)  # and one started before their rate was capped, its rate
     if "step_options" not in settings:
         raise ValueError("the run was started by an earlier bigtopics (its settings.json has no step_options); "
                          "start it again with this version")

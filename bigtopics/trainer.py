@@ -492,7 +492,8 @@ class Trainer:
             executor.global_step(self.table, stats, rho, self.n_training_docs / plan.n_docs)
         if task.prior_counts:
             with self.timer("priors"):
-                priors.update(s, result.prior_counts, self.store.n_words, rho)
+                priors.update(s, result.prior_counts, self.store.n_words,
+                              priors.rate(s, rho, plan.n_docs, self.n_training_docs))
         n_tokens = executor.n_tokens(work)
         st.batch_in_epoch += 1
         st.docs_seen += plan.n_docs

@@ -104,8 +104,10 @@ def test_two_trainers_never_share_a_run_directory(corpus, tmp_path):
 @pytest.mark.slow
 def test_more_epochs_continue_the_same_run(corpus, tmp_path):
     one = tmp_path / "one"
-    # exclude_own is settled when a run starts (on for several epochs): a run meant to grow asks for it
-    train(corpus, one, TrainSettings(**(SETTINGS | {"epochs": 1, "exclude_own": True})), quiet=True)
+    # exclude_own and the priors' rate are settled when a run starts (by its epochs): a run meant to
+    # grow asks for those of several epochs
+    train(corpus, one, TrainSettings(**(SETTINGS | {"epochs": 1, "exclude_own": True, "optimize_passes": 1})),
+          quiet=True)
     resume(one, quiet=True, epochs=SETTINGS["epochs"])
     two = tmp_path / "two"
     train(corpus, two, TrainSettings(**SETTINGS), quiet=True)
