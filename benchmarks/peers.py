@@ -33,6 +33,7 @@ from bigtopics.heldout import heldout_loglik
 from bigtopics.minibatch import Minibatch
 from bigtopics.reader import read_documents
 from bigtopics.store import StoreWriter, index_dtype_for, open_store
+from bigtopics.synth import truth_path
 from bigtopics.heldout import heldout_documents
 
 # The evaluator's smoothing: p(w|k) = (P[k, w] + EVAL_ETA) / (1 + V EVAL_ETA), equal to P[k, w]
@@ -180,7 +181,7 @@ def distinct_top_sets(p: np.ndarray, n: int = 10) -> int:
 def true_topics(store, train_store) -> np.ndarray | None:
     """The true p(w | k) of a synthetic store (tools/synth_corpus.py writes them to `<store>.truth`)
     over the training store's vocabulary; None for a store without them."""
-    truth_dir = Path(str(store) + ".truth")
+    truth_dir = truth_path(store)
     if not truth_dir.is_dir():
         return None
     truth = np.load(truth_dir / "beta.npy")

@@ -12,8 +12,8 @@ global step's rate, but no faster than `optimize_passes` (P) passes over the cor
 
     alpha <- (1 - r_t) alpha + r_t alpha*(minibatch),     r_t = min(rho_t, optimize_every |B| / (P D))
 
-and eta alike, so the priors average the minibatches' estimates over at least the last P passes,
-as MALLET and tomotopy fit them to every document's counts. P is 1 for runs of more than one
+and eta alike, so the priors are an exponential average of the minibatches' estimates with a
+memory of at least about P passes, where MALLET and tomotopy fit them to every document's counts. P is 1 for runs of more than one
 epoch: at the table's own rate (rho_t, whose memory is a few tens of minibatches on a large
 corpus) the prior and the still-blurred topics chased each other over the passes (the fit to
 counts sampled under blurred topics is a little flatter than the prior they were sampled with)
@@ -104,7 +104,7 @@ class LearnedPriors:
         the share of `optimize_passes` passes sampled since the last update (module docstring)."""
         if settings.optimize_passes == 0:
             return rho
-        return min(rho, settings.optimize_every * batch_docs / (settings.optimize_passes * max(corpus_docs, 1)))
+        return min(rho, settings.optimize_every * batch_docs / (settings.optimize_passes * corpus_docs))
 
     def update(self, settings, counts: PriorCounts | ExpectedLogTheta, n_words: int, rho: float) -> None:
         """Move the priors towards the fixed point of a minibatch's counts (or E[log theta]) by

@@ -31,6 +31,7 @@ def test_bench_priors_scores_every_system_and_measures_the_update(tmp_path):
     assert [r["system"] for r in results] == systems.split(",")
     for r in results:
         assert r["left-to-right"] < 0 and r["completion"] < 0 and r["coherence"] < 0 and r["seconds"] >= 2
+        assert 0 < r["cosine"] <= 1 + 1e-9 and 1 <= r["distinct_top10"] <= 4  # the store's true topics are beside it
     fixed = next(r for r in results if r["system"] == "bigtopics-fixed")
     assert fixed["alpha_sum"] == pytest.approx(5.0) and fixed["eta"] == 0.01
     stepped = tmp_path / "vb.jsonl"
