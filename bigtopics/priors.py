@@ -13,12 +13,13 @@ global step's rate, but no faster than `optimize_passes` (P) passes over the cor
     alpha <- (1 - r_t) alpha + r_t alpha*(minibatch),     r_t = min(rho_t, optimize_every |B| / (P D))
 
 and eta alike, so the priors are an exponential average of the minibatches' estimates with a
-memory of at least about P passes, where MALLET and tomotopy fit them to every document's counts. P is 1 for runs of more than one
-epoch: at the table's own rate (rho_t, whose memory is a few tens of minibatches on a large
-corpus) the prior and the still-blurred topics chased each other over the passes (the fit to
-counts sampled under blurred topics is a little flatter than the prior they were sampled with)
-and alpha_0 ran away. It is 0 (r_t = rho_t) for one epoch, where alpha has to settle within the
-pass (docs/design.md, "Learned priors").
+memory of at least about P passes, where MALLET and tomotopy fit them to every document's
+counts. P is 1 for runs of more than one epoch: at the table's own rate (rho_t, whose memory is
+a few tens of minibatches on a large corpus) the prior and the still-blurred topics chased each
+other over the passes (the fit to counts sampled under blurred topics is a little flatter than
+the prior they were sampled with) and alpha_0 ran away. It is 0 (r_t = rho_t) for one epoch,
+where alpha has to settle within the pass (docs/design.md, "Learned priors").
+
 A variational local step has expected, not integer, document-topic counts, but each
 document's q(theta_d) = Dirichlet(gamma_d): there alpha*(minibatch) is the maximum of the bound's
 terms in alpha, the Dirichlet fixed point on the minibatch's mean of E[log theta_dk]
