@@ -10,6 +10,7 @@ import zarr
 from click.testing import CliRunner
 
 from bigtopics.cli import main
+from bigtopics.frozen import FrozenTopics
 from bigtopics.infer import posterior_mean
 from bigtopics.kernels.dirichlet import (
     alpha_fixed_point,
@@ -21,6 +22,7 @@ from bigtopics.kernels.dirichlet import (
 from bigtopics.kernels.special import digamma
 from bigtopics.kernels.evaluate import word_mass
 from bigtopics.kernels.gibbs import draw_topic
+from bigtopics.local_steps.gibbs import GibbsStep
 from bigtopics.model import load_model
 from bigtopics.priors import (
     MAX_ITERATIONS,
@@ -29,9 +31,10 @@ from bigtopics.priors import (
     alpha_histograms,
     eta_histograms,
 )
+from bigtopics.reader import DocumentReader
 from bigtopics.settings import TrainSettings, learning_rate, recorded_settings
 from bigtopics.stats import ExpectedLogTheta, PriorCounts
-from bigtopics.store import StoreError
+from bigtopics.store import StoreError, open_store
 from bigtopics.synth import CorpusSpec, topic_recovery, truth_path, write_corpus
 from bigtopics.trainer import Trainer, resume, train
 
@@ -355,11 +358,6 @@ def test_counts_sampled_against_the_true_topics_fit_the_true_alpha(skewed, scale
     alpha fit it back; sampled with alpha three times too flat, the fit moves towards the truth.
     (Against blurred topics the fit comes out flatter than the prior it was sampled with: why the
     rate is capped, docs/design.md, "Learned priors".)"""
-    from bigtopics.frozen import FrozenTopics
-    from bigtopics.local_steps.gibbs import GibbsStep
-    from bigtopics.reader import DocumentReader
-    from bigtopics.store import open_store
-
     beta, alpha = (np.load(truth_path(skewed) / name) for name in ("beta.npy", "alpha.npy"))
     k = len(alpha)
     batch = DocumentReader(open_store(skewed)).read(np.arange(SPEC.n_docs))
