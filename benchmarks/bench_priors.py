@@ -70,18 +70,21 @@ def step_option(text: str) -> tuple[str, object]:
     return key, value
 
 
-def train_bigtopics(train_store, work: Path, k: int, seconds: float, options: dict, seed: int):
-    """(topic rows p(w|k), alpha, eta, seconds, minibatches, trainer) after `seconds` of training."""
-    settings = TrainSettings(n_topics=k, seed=seed, epochs=1_000_000, **options)
+def train_bigtopics(train_store, work: Path, k: int, seconds: float, options: dict, seed: int, epochs: int = 0):
+    """(topic rows p(w|k), alpha, eta, seconds, minibatches, trainer) after `seconds` of training,
+    or after `epochs` epochs with their defaults if epochs > 0 (alpha_0 printed at steps 2^i)."""
+    settings = TrainSettings(n_topics=k, seed=seed, epochs=epochs or 1_000_000, **options)
     compile_kernels(train_store, settings)
     name = "-".join(f"{key}={value}" for key, value in options.items()) or "defaults"
     trainer = Trainer(train_store, work / f"run-{k}-{name}", settings, quiet=True)
     trainer.start(overwrite=True)
     start, epoch = time.perf_counter(), 0
-    while time.perf_counter() - start < seconds:
+    while (epoch < epochs) if epochs else (time.perf_counter() - start < seconds):
         for work_item in trainer.minibatches(epoch):
             trainer.step(work_item)
-            if time.perf_counter() - start >= seconds:
+            if epochs and trainer.priors.alpha is not None and trainer.state.step & (trainer.state.step - 1) == 0:
+                print(f"  step {trainer.state.step}: alpha_0 {trainer.priors.alpha.sum():.2f}", flush=True)
+            if not epochs and time.perf_counter() - start >= seconds:
                 break
         epoch += 1
     elapsed = time.perf_counter() - start
@@ -135,6 +138,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-k", "--topics", type=int, action="append", required=True)
     parser.add_argument("--seconds", type=float, default=60.0, help="training wall time per system")
+    parser.add_argument("--epochs", type=int, default=0,
+                        help="bigtopics: train this many epochs with their defaults instead of --seconds")
     parser.add_argument("--store", help="an existing store (default: ingest --corpus once into --cache)")
     parser.add_argument("--corpus", default=str(REUTERS))
     parser.add_argument("--section-tokens", type=int, default=0, help="cut documents into sections (books)")
@@ -167,7 +172,8 @@ def main() -> None:
         for name in args.systems.split(","):
             if name.startswith("bigtopics"):
                 p, alpha, eta, seconds, steps, _ = train_bigtopics(train_store, work, k, args.seconds,
-                                                                   BIGTOPICS_OPTIONS[name] | step, args.seed)
+                                                                   BIGTOPICS_OPTIONS[name] | step, args.seed,
+                                                                   args.epochs)
                 unit = "minibatches"
             else:
                 p, alpha, eta, seconds, steps = train_tomotopy(train_store, k, args.seconds,
