@@ -40,6 +40,14 @@ def test_bench_priors_scores_every_system_and_measures_the_update(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     (vb,) = [json.loads(line) for line in stepped.read_text().splitlines()]
     assert vb["local_step"] == "vb" and vb["alpha_sum"] != pytest.approx(5.0) and vb["left-to-right"] < 0
+    by_epochs = tmp_path / "epochs.jsonl"
+    out = subprocess.run([*common, "--systems", "bigtopics", "--epochs", "2", "--step", "batch_size=64", "--output",
+                          str(by_epochs)], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (two,) = [json.loads(line) for line in by_epochs.read_text().splitlines()]
+    assert two["minibatches"] == 2 * -(-360 // 64)  # two whole epochs of the 360 training documents, not --seconds
+    assert [line.split(":")[0].strip() for line in out.stdout.splitlines() if "alpha_0" in line] == [
+        "step 1", "step 2", "step 4", "step 8"]
     out = subprocess.run([*common, "--update-cost"], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "K=4:" in out.stdout and "a minibatch" in out.stdout
