@@ -3,6 +3,7 @@ tomotopy with its default optim_interval=10 and with 0, at equal wall time.
 
     python benchmarks/bench_priors.py -k 100 -k 1000 --seconds 60
     python benchmarks/bench_priors.py --update-cost -k 2000
+    python benchmarks/bench_priors.py -k 200 --epochs 1 --store <store> --systems bigtopics
 
 Every system trains in this process on the training store of benchmarks/peers.py's split (the
 same held-out documents as bench_peers.py) until --seconds of training have passed, checked after
@@ -22,6 +23,10 @@ recovery (peers.recovery: the mean best-match cosine). Systems:
 
 --step KEY=VALUE (repeatable) gives the bigtopics systems a local step and its options, e.g.
 `--step local_step=vb` or `--step sampler=alias` (TrainSettings' names).
+
+--epochs N trains the bigtopics systems for N whole epochs with the defaults `train --epochs N`
+gives them (one epoch: learned alpha at rho_t, no exclude-own) instead of for --seconds, and
+prints alpha_0 at steps 1, 2, 4, ... (how the learned prior moves through a long epoch).
 
 --update-cost trains bigtopics with learned priors for --seconds and reports the time the
 updates took (the trainer's "priors" phase, which also builds the sweep's counts) against the
@@ -82,7 +87,7 @@ def train_bigtopics(train_store, work: Path, k: int, seconds: float, options: di
     while (epoch < epochs) if epochs else (time.perf_counter() - start < seconds):
         for work_item in trainer.minibatches(epoch):
             trainer.step(work_item)
-            if epochs and trainer.priors.alpha is not None and trainer.state.step & (trainer.state.step - 1) == 0:
+            if epochs and trainer.priors.alpha is not None and (trainer.state.step & (trainer.state.step - 1)) == 0:
                 print(f"  step {trainer.state.step}: alpha_0 {trainer.priors.alpha.sum():.2f}", flush=True)
             if not epochs and time.perf_counter() - start >= seconds:
                 break
@@ -152,6 +157,8 @@ def main() -> None:
     parser.add_argument("--step", type=step_option, action="append", default=[],
                         help="a local step option for bigtopics, KEY=VALUE (e.g. local_step=vb, sampler=alias)")
     args = parser.parse_args()
+    if args.update_cost and args.epochs:
+        parser.error("--update-cost measures --seconds of training, not --epochs")
     step = dict(args.step)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -179,7 +186,8 @@ def main() -> None:
                 p, alpha, eta, seconds, steps = train_tomotopy(train_store, k, args.seconds,
                                                                0 if name.endswith("fixed") else 10, args.seed)
                 unit = "sweeps"
-            result = {"system": name, **(step if name.startswith("bigtopics") else {}), "k": k,
+            result = {"system": name, **(step if name.startswith("bigtopics") else {}),
+                      **({"epochs": args.epochs} if args.epochs and name.startswith("bigtopics") else {}), "k": k,
                       "seconds": round(seconds, 1), unit: steps,
                       "alpha_sum": float(np.sum(np.broadcast_to(alpha, (k,)))), "eta": eta,
                       **score(p, alpha, heldout, train_store, truth, args.seed),

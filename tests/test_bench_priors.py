@@ -45,7 +45,7 @@ def test_bench_priors_scores_every_system_and_measures_the_update(tmp_path):
                           str(by_epochs)], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     (two,) = [json.loads(line) for line in by_epochs.read_text().splitlines()]
-    assert two["minibatches"] == 2 * -(-360 // 64)  # two whole epochs of the 360 training documents, not --seconds
+    assert two["epochs"] == 2 and two["minibatches"] == 2 * -(-360 // 64)  # two epochs of the 360 documents
     assert [line.split(":")[0].strip() for line in out.stdout.splitlines() if "alpha_0" in line] == [
         "step 1", "step 2", "step 4", "step 8"]
     out = subprocess.run([*common, "--update-cost"], capture_output=True, text=True, timeout=900)
