@@ -20,6 +20,13 @@ other over the passes (the fit to counts sampled under blurred topics is a littl
 the prior they were sampled with) and alpha_0 ran away. It is 0 (r_t = rho_t) for one epoch,
 where alpha has to settle within the pass (docs/design.md, "Learned priors").
 
+The learned alpha keeps at least the sum `min_alpha_sum` (by default its start's, K alpha): when
+the move leaves alpha_0 below it, alpha is scaled up to it, its shape kept. The fit to the
+training documents' counts is sparser than new documents need (topics fitted to those documents
+explain them with fewer topics than they explain others), and over many passes on short
+documents it fell far below the prior that scores best on held-out documents (docs/design.md,
+"Learned priors").
+
 A variational local step has expected, not integer, document-topic counts, but each
 document's q(theta_d) = Dirichlet(gamma_d): there alpha*(minibatch) is the maximum of the bound's
 terms in alpha, the Dirichlet fixed point on the minibatch's mean of E[log theta_dk]
@@ -118,6 +125,8 @@ class LearnedPriors:
             target = alpha_fixed_point(*alpha_histograms(counts), self.alpha, MIN_PRIOR, MAX_PRIOR, MAX_ITERATIONS,
                                        TOLERANCE)
             self.alpha = np.clip((1.0 - rho) * self.alpha + rho * target, MIN_PRIOR, MAX_PRIOR)
+        if settings.optimize_alpha and self.alpha.sum() < settings.min_alpha_sum:
+            self.alpha = np.clip(self.alpha * (settings.min_alpha_sum / self.alpha.sum()), MIN_PRIOR, MAX_PRIOR)
         if settings.optimize_eta:
             target = eta_fixed_point(*eta_histograms(counts, settings.n_topics), n_words, self.eta, MIN_PRIOR,
                                      MAX_PRIOR, MAX_ITERATIONS, TOLERANCE)

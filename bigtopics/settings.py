@@ -103,6 +103,7 @@ class TrainSettings:
     optimize_burn_in: int = 20  # minibatches before the first update
     optimize_passes: float | None = None  # the priors' fits averaged over at least this many passes (0: at rho_t);
     # None: 1 when training for more than one epoch, else 0 (benchmarks/RESULTS.md, "Learned priors")
+    min_alpha_sum: float | None = None  # the learned alpha_0 is kept at least this; None: the start's, K alpha
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0
     batch_size: int | None = None  # None: from SAMPLING_DEFAULTS (local_steps/gibbs.py)
@@ -149,6 +150,8 @@ class TrainSettings:
             self.optimize_passes = 1.0 if self.epochs > 1 else 0.0
         if self.alpha is None and self.n_topics >= 1:
             self.alpha = ALPHA_SUM / self.n_topics
+        if self.optimize_alpha and self.min_alpha_sum is None and self.alpha is not None:
+            self.min_alpha_sum = self.n_topics * self.alpha  # docs/design.md, "Learned priors": why a floor
         if self.eta is None:
             self.eta = step.default_eta()
         if self.batch_size is None:
@@ -192,6 +195,10 @@ class TrainSettings:
         check_integer(self.optimize_every, "--optimize-every", 1, MAX_COUNT, "minibatches between updates")
         check_integer(self.optimize_burn_in, "--optimize-burn-in", 0, MAX_COUNT, "minibatches before the first update")
         check_real(self.optimize_passes, "--optimize-passes", 0.0, MAX_COUNT)
+        if self.min_alpha_sum is not None:
+            check_real(self.min_alpha_sum, "--min-alpha-sum", 0.0, MAX_PRIOR)
+            if not self.optimize_alpha:
+                raise OptionError("--min-alpha-sum applies to a learned alpha (--optimize-alpha)")
         step = self.step
         step.validate(self.n_topics)
         if self.optimize_alpha and not step.learns_alpha:
@@ -242,6 +249,8 @@ def recorded_settings(record: dict) -> TrainSettings:
     settings = dict(record["settings"])
     settings.setdefault("optimize_alpha", False)  # a run started before priors could be learned keeps its alpha
     settings.setdefault("optimize_passes", 0.0)  # and one started before their rate was capped, its rate
+    if settings["optimize_alpha"]:
+        settings.setdefault("min_alpha_sum", 0.0)  # and one started before the floor, none
     if "step_options" not in settings:
         raise ValueError("the run was started by an earlier bigtopics (its settings.json has no step_options); "
                          "start it again with this version")

@@ -105,7 +105,7 @@ def test_the_fixed_points_equal_the_reference_iterations_and_recover_a_known_alp
 
 def test_an_update_moves_the_priors_towards_the_minibatch_fixed_point_by_rho():
     rng = np.random.default_rng(5)
-    settings = TrainSettings(n_topics=4, alpha=0.5, eta=0.2, optimize_alpha=True, optimize_eta=True)
+    settings = TrainSettings(n_topics=4, alpha=0.5, eta=0.2, optimize_alpha=True, optimize_eta=True, min_alpha_sum=0)
     counts = PriorCounts.of_sweep(np.full(50, 20), rng.integers(0, 30, 1000),
                                   rng.integers(0, 4, 1000).astype(np.int32), 4)
     target_alpha = alpha_fixed_point(*alpha_histograms(counts), np.full(4, 0.5), 1e-10, 1e6, MAX_ITERATIONS, TOLERANCE)
@@ -130,6 +130,28 @@ def test_an_update_moves_the_priors_towards_the_minibatch_fixed_point_by_rho():
     assert TrainSettings(n_topics=4, sampler="alias").optimize_alpha
     for off in ({"sampler": "mh"}, {"local_step": "vb"}, {"local_step": "lsparse"}, {"local_step": "scvb0"}):
         assert not TrainSettings(n_topics=4, **off).optimize_alpha  # off by default where it did not help
+
+
+def test_the_learned_alpha_keeps_its_shape_and_at_least_its_floor():
+    """Documents of one topic each fit an alpha_0 far below the start's; the floor (by default the
+    start's sum, K alpha) scales the moved alpha up to it, keeping its shape; above the floor, or
+    with --min-alpha-sum 0, the update is the plain move."""
+    rng = np.random.default_rng(6)
+    topics = np.repeat(rng.integers(0, 4, 200), 20).astype(np.int32)  # 200 documents of 20 tokens
+    counts = PriorCounts.of_sweep(np.full(200, 20), rng.integers(0, 30, 4000), topics, 4, words=False)
+    plain, floored = (TrainSettings(n_topics=4, alpha=0.5, optimize_alpha=True, min_alpha_sum=floor)
+                      for floor in (0, None))
+    assert floored.min_alpha_sum == 2.0 and TrainSettings(n_topics=4, optimize_alpha=False).min_alpha_sum is None
+    moved, kept = LearnedPriors.start(plain), LearnedPriors.start(floored)
+    moved.update(plain, counts, 30, 0.5)
+    kept.update(floored, counts, 30, 0.5)
+    assert moved.alpha.sum() < 1.5  # the fit pulls alpha_0 well below the start's 2
+    assert kept.alpha.sum() == pytest.approx(2.0, rel=1e-12)
+    np.testing.assert_allclose(kept.alpha / kept.alpha.sum(), moved.alpha / moved.alpha.sum(), rtol=1e-12)
+    low = TrainSettings(n_topics=4, alpha=0.5, optimize_alpha=True, min_alpha_sum=0.1)
+    below = LearnedPriors.start(low)
+    below.update(low, counts, 30, 0.5)
+    np.testing.assert_array_equal(below.alpha, moved.alpha)
 
 
 def test_the_dirichlet_fixed_point_equals_the_reference_and_recovers_a_known_alpha():
@@ -221,6 +243,8 @@ def test_posterior_mean_uses_each_topics_alpha():
     ({"optimize_every": 0}, "--optimize-every: minibatches between updates must be at least 1"),
     ({"optimize_alpha": "yes"}, "--optimize-alpha must be on or off"),
     ({"optimize_passes": -1}, "--optimize-passes must be non-negative"),
+    ({"min_alpha_sum": -1}, "--min-alpha-sum must be non-negative"),
+    ({"min_alpha_sum": 2.0, "optimize_alpha": False}, "--min-alpha-sum applies to a learned alpha"),
 ])
 def test_steps_whose_math_does_not_allow_it_refuse_the_option(options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
@@ -294,7 +318,8 @@ def test_learned_alpha_ranks_the_true_topics_and_topics_are_recovered_as_well(tm
     beta = np.load(truth_path(store) / "beta.npy")
     common = dict(n_topics=12, epochs=6, seed=1, batch_size=300)
     recovered = {}
-    for name, extra in (("fixed", {"optimize_alpha": False}), ("learned", LEARNED_BOTH)):
+    # the estimator itself, without the floor at the start's sum (5 here, above the true 1.2)
+    for name, extra in (("fixed", {"optimize_alpha": False}), ("learned", LEARNED_BOTH | {"min_alpha_sum": 0})):
         train(store, folder / name, TrainSettings(**(common | extra | LEARNING_STEPS[step])), quiet=True)
         model = load_model(folder / name)
         recovered[name] = topic_recovery(model, truth_path(store))
@@ -336,6 +361,8 @@ def test_a_run_recorded_before_learned_priors_keeps_its_fixed_alpha():
     record = {"settings": {"n_topics": 5, "local_step": "gibbs", "step_options": {}, "alpha": 1.0, "eta": 0.01}}
     assert recorded_settings(record).optimize_alpha is False
     assert recorded_settings(record).optimize_passes == 0.0  # and its priors' rate, rho_t
+    learning = {"settings": {**record["settings"], "optimize_alpha": True, "optimize_passes": 1.0}}
+    assert recorded_settings(learning).min_alpha_sum == 0.0  # and a run from before the floor, none
     assert TrainSettings(n_topics=5).optimize_alpha is True
 
 
@@ -371,7 +398,8 @@ def test_counts_sampled_against_the_true_topics_fit_the_true_alpha(skewed, scale
     result = step.run(batch, frozen, batch.doc_seeds(1, 0), alpha=sampled_with, n_workers=2,
                       prior_counts=("documents",))
     priors = LearnedPriors(sampled_with.copy(), 0.01, updates=1)
-    priors.update(TrainSettings(n_topics=k, optimize_alpha=True), result.prior_counts, beta.shape[1], 1.0)
+    priors.update(TrainSettings(n_topics=k, optimize_alpha=True, min_alpha_sum=0), result.prior_counts, beta.shape[1],
+                  1.0)
     fitted = priors.alpha
     if scale == 1.0:
         assert fitted.sum() == pytest.approx(alpha.sum(), rel=0.1)
