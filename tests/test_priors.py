@@ -425,3 +425,19 @@ def test_the_trainer_moves_the_priors_at_the_rate_its_epochs_settle(skewed, tmp_
     assert trainer.settings.optimize_passes == 0.0
     trainer.run()
     assert len(rates) == 12 and rates[6:] == pytest.approx([learning_rate(t, 1.0, 0.51) for t in range(7, 13)])
+
+
+def test_the_floor_from_the_cli_holds_the_learned_alpha_and_is_recorded(skewed, tmp_path):
+    """`--min-alpha-sum` from the CLI: the model's learned alpha sums to at least it, settings.json
+    records it (a resumed run keeps it), and with a fixed alpha the option is refused in one line."""
+    args = ["train", str(skewed), "-k", "6", "--epochs", "2", "--batch-size", "300", "--optimize-burn-in", "0",
+            "--quiet"]
+    for floor in ("0", "12"):
+        out = CliRunner().invoke(main, [*args, "-o", str(tmp_path / floor), "--min-alpha-sum", floor])
+        assert out.exit_code == 0, out.output
+        assert json.loads((tmp_path / floor / "settings.json").read_text())["settings"]["min_alpha_sum"] == float(floor)
+    assert load_model(tmp_path / "0").alpha_sum < 6  # the fit alone (the true alpha_0 is 0.6)
+    assert load_model(tmp_path / "12").alpha_sum == pytest.approx(12)
+    out = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "fixed"), "--no-optimize-alpha", "--min-alpha-sum", "2"])
+    assert out.exit_code != 0 and "--min-alpha-sum applies to a learned alpha" in out.output
+    assert len(out.output.strip().splitlines()) == 1
