@@ -429,7 +429,7 @@ def test_the_trainer_moves_the_priors_at_the_rate_its_epochs_settle(skewed, tmp_
 
 def test_the_floor_from_the_cli_holds_the_learned_alpha_and_is_recorded(skewed, tmp_path):
     """`--min-alpha-sum` from the CLI: the model's learned alpha sums to at least it, settings.json
-    records it (a resumed run keeps it), and with a fixed alpha the option is refused in one line."""
+    records it (what a resumed run reads), and with a fixed alpha the option is refused in one line."""
     args = ["train", str(skewed), "-k", "6", "--epochs", "2", "--batch-size", "300", "--optimize-burn-in", "0",
             "--quiet"]
     for floor in ("0", "12"):
