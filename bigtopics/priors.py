@@ -20,12 +20,13 @@ other over the passes (the fit to counts sampled under blurred topics is a littl
 the prior they were sampled with) and alpha_0 ran away. It is 0 (r_t = rho_t) for one epoch,
 where alpha has to settle within the pass (docs/design.md, "Learned priors").
 
-The learned alpha keeps at least the sum `min_alpha_sum` (by default its start's, K alpha): when
-the move leaves alpha_0 below it, alpha is scaled up to it, its shape kept. The fit to the
-training documents' counts is sparser than new documents need (topics fitted to those documents
-explain them with fewer topics than they explain others), and over many passes on short
-documents it fell far below the prior that scores best on held-out documents (docs/design.md,
-"Learned priors").
+The learned alpha keeps at least the sum `min_alpha_sum` m (by default its start's, K alpha): when
+the move leaves alpha_0 below m, alpha is scaled up to it, its shape kept, and no alpha_k stays
+below MIN_TOPIC_SHARE m / K. The fit to the training documents' counts is sparser than new
+documents need (topics fitted to those documents explain them with fewer topics than they
+explain others); over many passes on short documents it fell far below the prior that scores
+best on held-out documents, and the alpha_k of topics that no document drew fell to MIN_PRIOR,
+where no document draws them again (docs/design.md, "Learned priors").
 
 A variational local step has expected, not integer, document-topic counts, but each
 document's q(theta_d) = Dirichlet(gamma_d): there alpha*(minibatch) is the maximum of the bound's
@@ -48,6 +49,7 @@ from .stats import ExpectedLogTheta, PriorCounts
 
 MAX_ITERATIONS = 50
 TOLERANCE = 1e-5
+MIN_TOPIC_SHARE = 0.01  # of the floor's mean alpha_k: a topic no document draws any more may come back
 
 
 def histogram(values: np.ndarray, items: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
@@ -73,6 +75,15 @@ def eta_histograms(counts: PriorCounts, n_topics: int) -> tuple[np.ndarray, ...]
     """(count, weight) of the topics' n_kw > 0 and (total, weight) of their N_k > 0."""
     totals = np.bincount(counts.word_topic_keys % n_topics, weights=counts.word_topic_counts, minlength=n_topics)
     return (*histogram(counts.word_topic_counts), *histogram(totals[totals > 0]))
+
+
+def floored(alpha: np.ndarray, min_sum: float) -> np.ndarray:
+    """alpha scaled up to sum min_sum if it sums to less (its shape kept), then each alpha_k raised
+    to at least MIN_TOPIC_SHARE of the floor's mean, min_sum / K (module docstring)."""
+    total = alpha.sum()
+    if total < min_sum:
+        alpha = np.clip(alpha * (min_sum / total), MIN_PRIOR, MAX_PRIOR)
+    return np.maximum(alpha, MIN_TOPIC_SHARE * min_sum / len(alpha))
 
 
 @dataclass
@@ -125,8 +136,8 @@ class LearnedPriors:
             target = alpha_fixed_point(*alpha_histograms(counts), self.alpha, MIN_PRIOR, MAX_PRIOR, MAX_ITERATIONS,
                                        TOLERANCE)
             self.alpha = np.clip((1.0 - rho) * self.alpha + rho * target, MIN_PRIOR, MAX_PRIOR)
-        if settings.optimize_alpha and self.alpha.sum() < settings.min_alpha_sum:
-            self.alpha = np.clip(self.alpha * (settings.min_alpha_sum / self.alpha.sum()), MIN_PRIOR, MAX_PRIOR)
+        if settings.optimize_alpha and settings.min_alpha_sum > 0:
+            self.alpha = floored(self.alpha, settings.min_alpha_sum)
         if settings.optimize_eta:
             target = eta_fixed_point(*eta_histograms(counts, settings.n_topics), n_words, self.eta, MIN_PRIOR,
                                      MAX_PRIOR, MAX_ITERATIONS, TOLERANCE)

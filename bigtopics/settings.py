@@ -43,6 +43,11 @@ def _shown(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def _is_number(value) -> bool:
+    """A real number, not a bool: what a default may be computed from before validate() runs."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def check_integer(value, flag: str, low: int, high: int | None = None, what: str = "") -> None:
     """Raise OptionError (one line naming `flag`, and `what` it is) unless `value` is an integer
     in [low, high]."""
@@ -150,7 +155,8 @@ class TrainSettings:
             self.optimize_passes = 1.0 if self.epochs > 1 else 0.0
         if self.alpha is None and self.n_topics >= 1:
             self.alpha = ALPHA_SUM / self.n_topics
-        if self.optimize_alpha and self.min_alpha_sum is None and self.alpha is not None:
+        if self.optimize_alpha and self.min_alpha_sum is None and _is_number(self.alpha) and _is_number(
+                self.n_topics):
             self.min_alpha_sum = self.n_topics * self.alpha  # docs/design.md, "Learned priors": why a floor
         if self.eta is None:
             self.eta = step.default_eta()
@@ -196,8 +202,8 @@ class TrainSettings:
         check_integer(self.optimize_burn_in, "--optimize-burn-in", 0, MAX_COUNT, "minibatches before the first update")
         check_real(self.optimize_passes, "--optimize-passes", 0.0, MAX_COUNT)
         if self.min_alpha_sum is not None:
-            check_real(self.min_alpha_sum, "--min-alpha-sum", 0.0, MAX_PRIOR)
-            if not self.optimize_alpha:
+            check_real(self.min_alpha_sum, "--min-alpha-sum", 0.0, self.n_topics * MAX_PRIOR)
+            if self.min_alpha_sum > 0 and not self.optimize_alpha:
                 raise OptionError("--min-alpha-sum applies to a learned alpha (--optimize-alpha)")
         step = self.step
         step.validate(self.n_topics)

@@ -26,6 +26,7 @@ from bigtopics.local_steps.gibbs import GibbsStep
 from bigtopics.model import load_model
 from bigtopics.priors import (
     MAX_ITERATIONS,
+    MIN_TOPIC_SHARE,
     TOLERANCE,
     LearnedPriors,
     alpha_histograms,
@@ -152,6 +153,37 @@ def test_the_learned_alpha_keeps_its_shape_and_at_least_its_floor():
     below = LearnedPriors.start(low)
     below.update(low, counts, 30, 0.5)
     np.testing.assert_array_equal(below.alpha, moved.alpha)
+
+
+def test_no_topic_falls_below_its_share_of_the_floor_with_counts_or_expected_log_theta():
+    """A topic no document drew fits alpha_k at the lower bound 1e-10, where no document would
+    draw it again: under the floor m it stays at MIN_TOPIC_SHARE m / K at least; the variational
+    steps' E[log theta] update is floored the same way (sum and share)."""
+    rng = np.random.default_rng(7)
+    topics = rng.integers(0, 3, 4000).astype(np.int32)  # topic 3 is never drawn
+    counts = PriorCounts.of_sweep(np.full(200, 20), rng.integers(0, 30, 4000), topics, 4, words=False)
+    settings = TrainSettings(n_topics=4, alpha=0.5, optimize_alpha=True)  # the floor: 4 x 0.5 = 2
+    priors = LearnedPriors.start(settings)
+    priors.update(settings, counts, 30, 1.0)
+    share = MIN_TOPIC_SHARE * 2.0 / 4
+    assert priors.alpha[3] == share and (priors.alpha[:3] > share).all() and priors.alpha.sum() >= 2.0
+    no_floor = TrainSettings(n_topics=4, alpha=0.5, optimize_alpha=True, min_alpha_sum=0)
+    unfloored = LearnedPriors.start(no_floor)
+    unfloored.update(no_floor, counts, 30, 1.0)
+    assert unfloored.alpha[3] < 1e-9  # without the floor: the lower bound
+    # documents of 20 tokens on one of the first three topics each, as q(theta_d) = Dirichlet(gamma_d)
+    # sees them: a sparse fit, scaled up to the floor
+    gamma = np.full((500, 4), 0.01)
+    gamma[np.arange(500), rng.integers(0, 3, 500)] += 20
+    psi = np.vectorize(digamma)
+    log_theta = psi(gamma) - psi(gamma.sum(axis=1))[:, None]
+    variational = TrainSettings(n_topics=4, alpha=0.5, optimize_alpha=True, local_step="vb")
+    fitted = LearnedPriors.start(variational)
+    fitted.update(variational, ExpectedLogTheta.of_documents(log_theta), 30, 1.0)
+    plain = LearnedPriors.start(no_floor)
+    plain.update(no_floor, ExpectedLogTheta.of_documents(log_theta), 30, 1.0)
+    assert plain.alpha.sum() < 0.5 and fitted.alpha.sum() == pytest.approx(2.0)
+    np.testing.assert_allclose(fitted.alpha / fitted.alpha.sum(), plain.alpha / plain.alpha.sum(), rtol=1e-9)
 
 
 def test_the_dirichlet_fixed_point_equals_the_reference_and_recovers_a_known_alpha():
@@ -436,7 +468,7 @@ def test_the_floor_from_the_cli_holds_the_learned_alpha_and_is_recorded(skewed, 
         out = CliRunner().invoke(main, [*args, "-o", str(tmp_path / floor), "--min-alpha-sum", floor])
         assert out.exit_code == 0, out.output
         assert json.loads((tmp_path / floor / "settings.json").read_text())["settings"]["min_alpha_sum"] == float(floor)
-    assert load_model(tmp_path / "0").alpha_sum < 6  # the fit alone (the true alpha_0 is 0.6)
+    assert load_model(tmp_path / "0").alpha_sum < 3  # the fit alone, below the default floor 5 (truth: 0.6)
     assert load_model(tmp_path / "12").alpha_sum == pytest.approx(12)
     out = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "fixed"), "--no-optimize-alpha", "--min-alpha-sum", "2"])
     assert out.exit_code != 0 and "--min-alpha-sum applies to a learned alpha" in out.output
