@@ -301,7 +301,8 @@ def local_step_options(fn):
               help="The learned priors average their fits over at least this many passes over the corpus; 0 moves "
                    "them at the topics' rate rho_t.  [default: 1 with --epochs above 1, else 0]")
 @click.option("--min-alpha-sum", type=float,
-              help="The learned alpha is kept summing to at least this (its shape still learned); 0: no floor.  "
+              help="The learned alpha is kept summing to at least this (its shape still learned), each alpha_k "
+                   "at least 1% of this / K; 0: neither.  "
                    "[default: the start's sum, K x --alpha]")
 @click.option("--local-step", type=click.Choice(list(LOCAL_STEPS)),
               help="Per-document inference: " + "; ".join(f"{name}: {step.summary}" for name, step in LOCAL_STEPS.items())

@@ -21,12 +21,12 @@ the prior they were sampled with) and alpha_0 ran away. It is 0 (r_t = rho_t) fo
 where alpha has to settle within the pass (docs/design.md, "Learned priors").
 
 The learned alpha keeps at least the sum `min_alpha_sum` m (by default its start's, K alpha): when
-the move leaves alpha_0 below m, alpha is scaled up to it, its shape kept, and no alpha_k stays
-below MIN_TOPIC_SHARE m / K. The fit to the training documents' counts is sparser than new
-documents need (topics fitted to those documents explain them with fewer topics than they
-explain others); over many passes on short documents it fell far below the prior that scores
-best on held-out documents, and the alpha_k of topics that no document drew fell to MIN_PRIOR,
-where no document draws them again (docs/design.md, "Learned priors").
+the move leaves alpha_0 below m, alpha is scaled up to it, its shape kept. Then, wherever alpha_0
+is, no alpha_k stays below MIN_TOPIC_SHARE m / K; m = 0 turns off both. The fit to the training
+documents' counts is sparser than new documents need (topics fitted to those documents explain them
+with fewer topics than they explain others); over many passes on short documents it fell far below
+the prior that scores best on held-out documents, and the alpha_k of topics that no document drew
+fell to MIN_PRIOR, where no document draws them again (docs/design.md, "Learned priors").
 
 A variational local step has expected, not integer, document-topic counts, but each
 document's q(theta_d) = Dirichlet(gamma_d): there alpha*(minibatch) is the maximum of the bound's
@@ -136,7 +136,7 @@ class LearnedPriors:
             target = alpha_fixed_point(*alpha_histograms(counts), self.alpha, MIN_PRIOR, MAX_PRIOR, MAX_ITERATIONS,
                                        TOLERANCE)
             self.alpha = np.clip((1.0 - rho) * self.alpha + rho * target, MIN_PRIOR, MAX_PRIOR)
-        if settings.optimize_alpha and settings.min_alpha_sum > 0:
+        if settings.optimize_alpha and settings.min_alpha_sum:
             self.alpha = floored(self.alpha, settings.min_alpha_sum)
         if settings.optimize_eta:
             target = eta_fixed_point(*eta_histograms(counts, settings.n_topics), n_words, self.eta, MIN_PRIOR,

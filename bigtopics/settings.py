@@ -108,7 +108,7 @@ class TrainSettings:
     optimize_burn_in: int = 20  # minibatches before the first update
     optimize_passes: float | None = None  # the priors' fits averaged over at least this many passes (0: at rho_t);
     # None: 1 when training for more than one epoch, else 0 (benchmarks/RESULTS.md, "Learned priors")
-    min_alpha_sum: float | None = None  # the learned alpha_0 is kept at least this; None: the start's, K alpha
+    min_alpha_sum: float | None = None  # learned alpha_0 >= this, each alpha_k >= 1% of this / K; None: K alpha
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0
     batch_size: int | None = None  # None: from SAMPLING_DEFAULTS (local_steps/gibbs.py)
@@ -153,7 +153,7 @@ class TrainSettings:
             self.optimize_alpha = step.learns_alpha_by_default
         if self.optimize_passes is None:
             self.optimize_passes = 1.0 if self.epochs > 1 else 0.0
-        if self.alpha is None and self.n_topics >= 1:
+        if self.alpha is None and _is_number(self.n_topics) and self.n_topics >= 1:
             self.alpha = ALPHA_SUM / self.n_topics
         if self.optimize_alpha and self.min_alpha_sum is None and _is_number(self.alpha) and _is_number(
                 self.n_topics):

@@ -135,8 +135,8 @@ def test_an_update_moves_the_priors_towards_the_minibatch_fixed_point_by_rho():
 
 def test_the_learned_alpha_keeps_its_shape_and_at_least_its_floor():
     """Documents of one topic each fit an alpha_0 far below the start's; the floor (by default the
-    start's sum, K alpha) scales the moved alpha up to it, keeping its shape; above the floor, or
-    with --min-alpha-sum 0, the update is the plain move."""
+    start's sum, K alpha) scales the moved alpha up to it, keeping its shape; above the floor (no
+    alpha_k below its share here), or with --min-alpha-sum 0, the update is the plain move."""
     rng = np.random.default_rng(6)
     topics = np.repeat(rng.integers(0, 4, 200), 20).astype(np.int32)  # 200 documents of 20 tokens
     counts = PriorCounts.of_sweep(np.full(200, 20), rng.integers(0, 30, 4000), topics, 4, words=False)
@@ -157,33 +157,28 @@ def test_the_learned_alpha_keeps_its_shape_and_at_least_its_floor():
 
 def test_no_topic_falls_below_its_share_of_the_floor_with_counts_or_expected_log_theta():
     """A topic no document drew fits alpha_k at the lower bound 1e-10, where no document would
-    draw it again: under the floor m it stays at MIN_TOPIC_SHARE m / K at least; the variational
-    steps' E[log theta] update is floored the same way (sum and share)."""
+    draw it again: under the floor m the fit is first scaled up to m, then each alpha_k raised to
+    MIN_TOPIC_SHARE m / K at least; the variational steps' E[log theta] update the same way."""
     rng = np.random.default_rng(7)
-    topics = rng.integers(0, 3, 4000).astype(np.int32)  # topic 3 is never drawn
+    topics = np.repeat(rng.integers(0, 3, 200), 20).astype(np.int32)  # one topic a document; 3 never
     counts = PriorCounts.of_sweep(np.full(200, 20), rng.integers(0, 30, 4000), topics, 4, words=False)
-    settings = TrainSettings(n_topics=4, alpha=0.5, optimize_alpha=True)  # the floor: 4 x 0.5 = 2
-    priors = LearnedPriors.start(settings)
-    priors.update(settings, counts, 30, 1.0)
-    share = MIN_TOPIC_SHARE * 2.0 / 4
-    assert priors.alpha[3] == share and (priors.alpha[:3] > share).all() and priors.alpha.sum() >= 2.0
-    no_floor = TrainSettings(n_topics=4, alpha=0.5, optimize_alpha=True, min_alpha_sum=0)
-    unfloored = LearnedPriors.start(no_floor)
-    unfloored.update(no_floor, counts, 30, 1.0)
-    assert unfloored.alpha[3] < 1e-9  # without the floor: the lower bound
     # documents of 20 tokens on one of the first three topics each, as q(theta_d) = Dirichlet(gamma_d)
-    # sees them: a sparse fit, scaled up to the floor
+    # sees them, topic 3 far below the others
     gamma = np.full((500, 4), 0.01)
+    gamma[:, 3] = 1e-6
     gamma[np.arange(500), rng.integers(0, 3, 500)] += 20
     psi = np.vectorize(digamma)
-    log_theta = psi(gamma) - psi(gamma.sum(axis=1))[:, None]
-    variational = TrainSettings(n_topics=4, alpha=0.5, optimize_alpha=True, local_step="vb")
-    fitted = LearnedPriors.start(variational)
-    fitted.update(variational, ExpectedLogTheta.of_documents(log_theta), 30, 1.0)
-    plain = LearnedPriors.start(no_floor)
-    plain.update(no_floor, ExpectedLogTheta.of_documents(log_theta), 30, 1.0)
-    assert plain.alpha.sum() < 0.5 and fitted.alpha.sum() == pytest.approx(2.0)
-    np.testing.assert_allclose(fitted.alpha / fitted.alpha.sum(), plain.alpha / plain.alpha.sum(), rtol=1e-9)
+    log_theta = ExpectedLogTheta.of_documents(psi(gamma) - psi(gamma.sum(axis=1))[:, None])
+    share = MIN_TOPIC_SHARE * 2.0 / 4
+    common = dict(n_topics=4, alpha=0.5, optimize_alpha=True)  # the floor: 4 x 0.5 = 2
+    for statistics, step in ((counts, {}), (log_theta, {"local_step": "vb"})):
+        settings, plain_settings = TrainSettings(**common, **step), TrainSettings(**common, **step, min_alpha_sum=0)
+        floored, plain = LearnedPriors.start(settings), LearnedPriors.start(plain_settings)
+        floored.update(settings, statistics, 30, 1.0)
+        plain.update(plain_settings, statistics, 30, 1.0)
+        assert plain.alpha[3] < 0.01 * share and plain.alpha.sum() < 1.5  # without the floor: sparse, topic 3 lost
+        assert floored.alpha[3] == share
+        np.testing.assert_allclose(floored.alpha[:3], plain.alpha[:3] * 2.0 / plain.alpha.sum(), rtol=1e-12)
 
 
 def test_the_dirichlet_fixed_point_equals_the_reference_and_recovers_a_known_alpha():
@@ -277,6 +272,7 @@ def test_posterior_mean_uses_each_topics_alpha():
     ({"optimize_passes": -1}, "--optimize-passes must be non-negative"),
     ({"min_alpha_sum": -1}, "--min-alpha-sum must be non-negative"),
     ({"min_alpha_sum": 2.0, "optimize_alpha": False}, "--min-alpha-sum applies to a learned alpha"),
+    ({"alpha": 1e6, "min_alpha_sum": 5e6 + 1}, "--min-alpha-sum must be"),
 ])
 def test_steps_whose_math_does_not_allow_it_refuse_the_option(options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
@@ -389,6 +385,14 @@ def test_topics_sorted_by_alpha_and_the_model_records_it(skewed, tmp_path):
     assert "alpha learned" in page and all(f'data-v="{a}"' in page for a in model.alpha)
 
 
+def test_the_floor_setting_is_checked_only_where_it_means_something():
+    TrainSettings(n_topics=5, optimize_alpha=False, min_alpha_sum=0).validate()  # no floor: fine with fixed alpha
+    assert TrainSettings(n_topics=5, alpha=1e6).min_alpha_sum == 5e6  # the derived default is in range
+    TrainSettings(n_topics=5, alpha=1e6).validate()
+    with pytest.raises(ValueError, match="-k/--topics"):
+        TrainSettings(n_topics="5", alpha=0.5).validate()  # one line, not a TypeError from the default
+
+
 def test_a_run_recorded_before_learned_priors_keeps_its_fixed_alpha():
     record = {"settings": {"n_topics": 5, "local_step": "gibbs", "step_options": {}, "alpha": 1.0, "eta": 0.01}}
     assert recorded_settings(record).optimize_alpha is False
@@ -467,7 +471,9 @@ def test_the_floor_from_the_cli_holds_the_learned_alpha_and_is_recorded(skewed, 
     for floor in ("0", "12"):
         out = CliRunner().invoke(main, [*args, "-o", str(tmp_path / floor), "--min-alpha-sum", floor])
         assert out.exit_code == 0, out.output
-        assert json.loads((tmp_path / floor / "settings.json").read_text())["settings"]["min_alpha_sum"] == float(floor)
+        record = json.loads((tmp_path / floor / "settings.json").read_text())
+        assert record["settings"]["min_alpha_sum"] == float(floor)
+        assert recorded_settings(record).min_alpha_sum == float(floor)
     assert load_model(tmp_path / "0").alpha_sum < 3  # the fit alone, below the default floor 5 (truth: 0.6)
     assert load_model(tmp_path / "12").alpha_sum == pytest.approx(12)
     out = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "fixed"), "--no-optimize-alpha", "--min-alpha-sum", "2"])
