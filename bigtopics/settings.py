@@ -28,6 +28,20 @@ MAX_EPOCHS = 1_000_000
 MAX_WORKERS = 4096
 MAX_SWEEPS = 10_000  # burnin, samples, iterations, MH steps, particles per document
 MAX_COUNT = 1 << 50  # documents, minibatches and the like: beyond any corpus, far inside int64
+
+# A run that revisits its documents (exclude-own) takes minibatches of SAMPLING_DEFAULTS' 2048
+# documents, which average more of the corpus into each update (on book sections at K = 100: 0.04
+# nats per held-out token ahead of 512 after 120 s), unless the run would then make fewer than
+# MIN_MINIBATCHES updates in all: a short run needs updates more than averages (ten epochs of
+# 1,464 sections in 10 minibatches scored 0.47 nats worse than in 30). Never fewer than
+# SMALLEST_REVISIT_BATCH documents (benchmarks/RESULTS.md, "Minibatch size when revisiting").
+MIN_MINIBATCHES = 200
+SMALLEST_REVISIT_BATCH = 512
+
+
+def revisit_batch_size(document_visits: int) -> int:
+    """The default batch size of a run that revisits its documents and visits this many in all."""
+    return max(SMALLEST_REVISIT_BATCH, min(SAMPLING_DEFAULTS[True][0], document_visits // MIN_MINIBATCHES))
 MAX_TAU0 = 1e9
 MIN_RESET_BELOW = 1e-100  # pi below this would take the stored values M = N / pi towards overflow
 MAX_INTERVAL_SECONDS = 10 * 365 * 86400.0
@@ -111,7 +125,7 @@ class TrainSettings:
     min_alpha_sum: float | None = None  # learned alpha_0 >= this, each alpha_k >= 1% of this / K; None: K alpha
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0
-    batch_size: int | None = None  # None: from SAMPLING_DEFAULTS (local_steps/gibbs.py)
+    batch_size: int | None = None  # None: from SAMPLING_DEFAULTS; revisiting, settled by settle_batch_size
     shard_docs: int = 0  # documents per shard of a minibatch for executors that spread one (plan.py); 0: one shard
     seed: int = 0
     epochs: int = 1
@@ -159,8 +173,15 @@ class TrainSettings:
             self.min_alpha_sum = self.n_topics * self.alpha  # docs/design.md, "Learned priors": why a floor
         if self.eta is None:
             self.eta = step.default_eta()
+        if self.batch_size is None and not step.keeps_assignments:
+            self.batch_size = SAMPLING_DEFAULTS[False][0]
+
+    def settle_batch_size(self, n_training_docs: int) -> None:
+        """Fill in the batch size of a run that revisits its documents (revisit_batch_size), once
+        the documents it trains on are known; a given or settled batch size stays."""
         if self.batch_size is None:
-            self.batch_size = SAMPLING_DEFAULTS[step.keeps_assignments][0]
+            visits = self.epochs * n_training_docs
+            self.batch_size = revisit_batch_size(visits if self.max_docs is None else min(visits, self.max_docs))
 
     @property
     def step(self) -> LocalStep:
@@ -181,7 +202,8 @@ class TrainSettings:
                    text=f"positive, at least {MIN_PRIOR:g} and at most {MAX_PRIOR:g}")
         check_real(self.kappa, "--kappa", 0.5, 1.0, low_open=True, text="in (0.5, 1] for convergence")
         check_real(self.tau0, "--tau0", 0.0, MAX_TAU0)
-        check_integer(self.batch_size, "--batch-size", 1, None, "the batch size")
+        if self.batch_size is not None:  # None: settled when the corpus is known (settle_batch_size)
+            check_integer(self.batch_size, "--batch-size", 1, None, "the batch size")
         check_integer(self.shard_docs, "--shard-docs", 0, MAX_COUNT)
         check_integer(self.epochs, "--epochs", 1, MAX_EPOCHS)
         if self.max_docs is not None:

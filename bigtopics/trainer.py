@@ -75,6 +75,7 @@ class Trainer:
         if settings.heldout and settings.heldout >= self.store.n_docs:
             raise ValueError(f"cannot hold out {settings.heldout} of the store's {self.store.n_docs} documents")
         self.heldout_docs = heldout_documents(self.store.n_docs, settings.heldout, settings.seed)
+        settings.settle_batch_size(self.store.n_docs - len(self.heldout_docs))
         self.plan = EpochPlan(self.store.n_docs, self.store.docs_per_block, settings.batch_size, settings.seed,
                               settings.window_blocks, exclude=self.heldout_docs)
         self.n_training_docs = self.plan.n_training_docs

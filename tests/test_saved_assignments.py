@@ -14,7 +14,7 @@ from steps import run_step
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.topic_word import TopicWordTable
-from bigtopics.settings import SAMPLING_DEFAULTS, TrainSettings
+from bigtopics.settings import MIN_MINIBATCHES, SAMPLING_DEFAULTS, SMALLEST_REVISIT_BATCH, TrainSettings, revisit_batch_size
 from bigtopics.trainer import resume, train
 
 from . import naive
@@ -140,15 +140,39 @@ def test_minibatch_size_and_sweeps_default_by_exclude_own_and_given_values_win()
         s = TrainSettings(n_topics=5, **given)
         return s.batch_size, s.step_options.get("burnin"), s.step_options.get("samples")
 
-    one_visit, revisits = SAMPLING_DEFAULTS[False], SAMPLING_DEFAULTS[True]
-    assert one_visit != revisits
+    one_visit, revisits = SAMPLING_DEFAULTS[False], (None, *SAMPLING_DEFAULTS[True][1:])  # None: settled later
+    assert one_visit[1:] != revisits[1:]
     assert sampling(epochs=1) == one_visit
     assert sampling(epochs=3) == revisits
     assert sampling(epochs=3, exclude_own=False) == one_visit
     assert sampling(epochs=1, exclude_own=True) == revisits
     assert sampling(epochs=3, local_step="scvb0") == (one_visit[0], one_visit[1], None)
     assert sampling(epochs=3, batch_size=100, burnin=0, samples=2) == (100, 0, 2)
-    assert sampling(epochs=3, burnin=0) == (revisits[0], 0, revisits[2])  # each one given wins alone
+    assert sampling(epochs=3, burnin=0) == (None, 0, revisits[2])  # each one given wins alone
+
+
+def test_a_revisiting_run_takes_the_largest_batch_that_leaves_it_enough_minibatches():
+    largest = SAMPLING_DEFAULTS[True][0]
+    assert revisit_batch_size(10**9) == largest
+    assert revisit_batch_size(MIN_MINIBATCHES * 1000) == 1000
+    assert revisit_batch_size(MIN_MINIBATCHES * 10) == SMALLEST_REVISIT_BATCH
+    settled = TrainSettings(n_topics=5, epochs=10, max_docs=MIN_MINIBATCHES * 600)
+    settled.settle_batch_size(100_000)
+    assert settled.batch_size == 600  # max_docs bounds the visits
+    given = TrainSettings(n_topics=5, epochs=10, batch_size=7)
+    given.settle_batch_size(10**9)
+    assert given.batch_size == 7
+
+
+def test_the_settled_batch_size_is_what_the_run_records_and_uses(corpus, tmp_path):
+    run = tmp_path / "run"
+    settings = TrainSettings(n_topics=5, epochs=2, heldout=10, checkpoint_every="1000000")
+    train(corpus, run, settings, quiet=True)
+    n_training = open_store(corpus).n_docs - 10
+    expected = revisit_batch_size(2 * n_training)
+    assert json.loads((run / "settings.json").read_text())["settings"]["batch_size"] == expected
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[-1]["minibatch"] == 2 * -(-n_training // expected)
 
 
 def test_a_run_from_before_the_step_options_is_refused_with_a_clear_message(corpus, tmp_path):
