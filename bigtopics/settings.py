@@ -28,13 +28,18 @@ MAX_EPOCHS = 1_000_000
 MAX_WORKERS = 4096
 MAX_SWEEPS = 10_000  # burnin, samples, iterations, MH steps, particles per document
 MAX_COUNT = 1 << 50  # documents, minibatches and the like: beyond any corpus, far inside int64
+MAX_TAU0 = 1e9
+MIN_RESET_BELOW = 1e-100  # pi below this would take the stored values M = N / pi towards overflow
+MAX_INTERVAL_SECONDS = 10 * 365 * 86400.0
+SEED_LIMIT = 2**63
 
 # A run that revisits its documents (exclude-own) takes minibatches of SAMPLING_DEFAULTS' 2048
-# documents, which average more of the corpus into each update (on book sections at K = 100: 0.04
-# nats per held-out token ahead of 512 after 120 s), unless the run would then make fewer than
-# MIN_MINIBATCHES updates in all: a short run needs updates more than averages (ten epochs of
-# 1,464 sections in 10 minibatches scored 0.47 nats worse than in 30). Never fewer than
-# SMALLEST_REVISIT_BATCH documents (benchmarks/RESULTS.md, "Minibatch size when revisiting").
+# documents, which average more of the corpus into each update (on book sections at K = 100:
+# 0.03-0.055 nats per held-out token ahead of 512 after 120 s), unless the run would then make
+# fewer than MIN_MINIBATCHES updates in all: a short run needs updates more than averages (ten
+# epochs of 1,464 sections in 10 minibatches scored 0.47 nats worse than in 30). Never fewer than
+# SMALLEST_REVISIT_BATCH documents, the default before (benchmarks/RESULTS.md, "Minibatch size when
+# revisiting"). The visits count the training documents (not those held out), bounded by --max-docs.
 MIN_MINIBATCHES = 200
 SMALLEST_REVISIT_BATCH = 512
 
@@ -42,10 +47,6 @@ SMALLEST_REVISIT_BATCH = 512
 def revisit_batch_size(document_visits: int) -> int:
     """The default batch size of a run that revisits its documents and visits this many in all."""
     return max(SMALLEST_REVISIT_BATCH, min(SAMPLING_DEFAULTS[True][0], document_visits // MIN_MINIBATCHES))
-MAX_TAU0 = 1e9
-MIN_RESET_BELOW = 1e-100  # pi below this would take the stored values M = N / pi towards overflow
-MAX_INTERVAL_SECONDS = 10 * 365 * 86400.0
-SEED_LIMIT = 2**63
 
 
 class OptionError(ValueError):

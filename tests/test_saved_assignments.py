@@ -16,6 +16,7 @@ from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.topic_word import TopicWordTable
 from bigtopics.settings import MIN_MINIBATCHES, SAMPLING_DEFAULTS, SMALLEST_REVISIT_BATCH, TrainSettings, revisit_batch_size
 from bigtopics.trainer import resume, train
+from bigtopics import settings as settings_module
 
 from . import naive
 from .test_topic_word import assert_same_state
@@ -162,6 +163,17 @@ def test_a_revisiting_run_takes_the_largest_batch_that_leaves_it_enough_minibatc
     given = TrainSettings(n_topics=5, epochs=10, batch_size=7)
     given.settle_batch_size(10**9)
     assert given.batch_size == 7
+
+
+def test_a_resumed_run_keeps_the_batch_size_it_started_with(corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(settings_module, "MIN_MINIBATCHES", 1)  # so that small runs settle other sizes
+    monkeypatch.setattr(settings_module, "SMALLEST_REVISIT_BATCH", 1)
+    run = tmp_path / "run"
+    train(corpus, run, TrainSettings(n_topics=5, epochs=2, max_docs=150, checkpoint_every="1"), quiet=True)
+    resume(run, quiet=True, max_docs=300)  # settled again, the size would be 300
+    assert json.loads((run / "settings.json").read_text())["settings"]["batch_size"] == 150
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert (metrics[-1]["minibatch"], metrics[-1]["docs_seen"]) == (2, 300)
 
 
 def test_the_settled_batch_size_is_what_the_run_records_and_uses(corpus, tmp_path):
