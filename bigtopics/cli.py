@@ -281,8 +281,8 @@ def local_step_options(fn):
 @click.option("-k", "--topics", "--num-topics", "n_topics", type=int, help="Number of topics K.")
 @click.option("--epochs", type=int, help="Passes over the store.  [default: 1]")
 @click.option("--max-docs", type=int, help="Stop after this many documents in all.")
-@click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024; with --exclude-own 2048, fewer (at least 512) if the run "
-              "would make under 200 minibatches]")
+@click.option("--batch-size", type=int, help="Documents per minibatch.  [default: 1024; with --exclude-own 2048, "
+              "fewer (at least 512) if the run would make under 200 minibatches]")
 @click.option("--alpha", type=float, help="Document-topic prior of each topic (MALLET's --alpha is their sum: "
               "--alpha-sum).  [default: 5/K, as MALLET]")
 @click.option("--alpha-sum", type=float, help="The document-topic prior summed over the topics, as MALLET's --alpha: "

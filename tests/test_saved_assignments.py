@@ -14,7 +14,8 @@ from steps import run_step
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.topic_word import TopicWordTable
-from bigtopics.settings import MIN_MINIBATCHES, SAMPLING_DEFAULTS, SMALLEST_REVISIT_BATCH, TrainSettings, revisit_batch_size
+from bigtopics.settings import (MIN_MINIBATCHES, SAMPLING_DEFAULTS, SMALLEST_REVISIT_BATCH, TrainSettings,
+                                revisit_batch_size)
 from bigtopics.trainer import resume, train
 from bigtopics import settings as settings_module
 
