@@ -178,15 +178,15 @@ def main() -> None:
             continue
         for name in args.systems.split(","):
             if name.startswith("bigtopics"):
-                p, alpha, eta, seconds, steps, _ = train_bigtopics(train_store, work, k, args.seconds,
-                                                                   BIGTOPICS_OPTIONS[name] | step, args.seed,
-                                                                   args.epochs)
-                unit = "minibatches"
+                p, alpha, eta, seconds, steps, trainer = train_bigtopics(train_store, work, k, args.seconds,
+                                                                         BIGTOPICS_OPTIONS[name] | step, args.seed,
+                                                                         args.epochs)
+                unit, settled = "minibatches", {"batch_size": trainer.settings.batch_size}  # the default settles
             else:
                 p, alpha, eta, seconds, steps = train_tomotopy(train_store, k, args.seconds,
                                                                0 if name.endswith("fixed") else 10, args.seed)
-                unit = "sweeps"
-            result = {"system": name, **(step if name.startswith("bigtopics") else {}),
+                unit, settled = "sweeps", {}
+            result = {"system": name, **(step if name.startswith("bigtopics") else {}), **settled,
                       **({"epochs": args.epochs} if args.epochs and name.startswith("bigtopics") else {}), "k": k,
                       "seconds": round(seconds, 1), unit: steps,
                       "alpha_sum": float(np.sum(np.broadcast_to(alpha, (k,)))), "eta": eta,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bigtopics.settings import SAMPLING_DEFAULTS
 from bigtopics.synth import CorpusSpec, write_corpus
 
 pytestmark = pytest.mark.slow  # a benchmark smoke test
@@ -32,6 +33,8 @@ def test_bench_priors_scores_every_system_and_measures_the_update(tmp_path):
     for r in results:
         assert r["left-to-right"] < 0 and r["completion"] < 0 and r["coherence"] < 0 and r["seconds"] >= 2
         assert 0 < r["cosine"] <= 1 + 1e-9 and 1 <= r["distinct_top10"] <= 4  # the store's true topics are beside it
+    # a run by time trains for 1,000,000 epochs, so the revisiting default settles at its largest
+    assert next(r for r in results if r["system"] == "bigtopics")["batch_size"] == SAMPLING_DEFAULTS[True][0]
     fixed = next(r for r in results if r["system"] == "bigtopics-fixed")
     assert fixed["alpha_sum"] == pytest.approx(5.0) and fixed["eta"] == 0.01
     stepped = tmp_path / "vb.jsonl"
@@ -47,7 +50,7 @@ def test_bench_priors_scores_every_system_and_measures_the_update(tmp_path):
                           str(by_epochs)], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     (two,) = [json.loads(line) for line in by_epochs.read_text().splitlines()]
-    assert two["epochs"] == 2 and two["minibatches"] == 2 * -(-360 // 64)  # two epochs of the 360 documents
+    assert two["epochs"] == 2 and two["batch_size"] == 64 and two["minibatches"] == 2 * -(-360 // 64)  # 360 documents
     assert [line.split(":")[0].strip() for line in out.stdout.splitlines() if "alpha_0" in line] == [
         "step 1", "step 2", "step 4", "step 8"]
     out = subprocess.run([*common, "--update-cost"], capture_output=True, text=True, timeout=900)
