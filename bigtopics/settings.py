@@ -181,8 +181,13 @@ class TrainSettings:
         """Fill in the batch size of a run that revisits its documents (revisit_batch_size), once
         the documents it trains on are known; a given or settled batch size stays."""
         if self.batch_size is None:
-            visits = self.epochs * n_training_docs
-            self.batch_size = revisit_batch_size(visits if self.max_docs is None else min(visits, self.max_docs))
+            self.batch_size = revisit_batch_size(self.document_visits(n_training_docs))
+
+    def document_visits(self, n_training_docs: int) -> int:
+        """How many documents the run visits in all: its epochs over the training documents, or
+        --max-docs if fewer."""
+        visits = self.epochs * n_training_docs
+        return visits if self.max_docs is None else min(visits, self.max_docs)
 
     @property
     def step(self) -> LocalStep:

@@ -405,9 +405,7 @@ class Trainer:
             self.write_model()
 
     def docs_limit(self) -> int:
-        s = self.settings
-        limit = s.epochs * self.n_training_docs
-        return limit if s.max_docs is None else min(limit, s.max_docs)
+        return self.settings.document_visits(self.n_training_docs)
 
     def _loop(self, progress: Progress) -> None:
         s, st = self.settings, self.state
