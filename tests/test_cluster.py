@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -77,27 +78,62 @@ def test_same_model_on_one_worker(store, tmp_path):
     assert alone == train_with(store, tmp_path / "local")[0]
 
 
-class KillsAWorker(DaskExecutor):
-    """Kills one worker process while the third minibatch's shards are being sampled."""
+class KillsWorkers(DaskExecutor):
+    """Kills `victims` worker processes (their nannies start new ones) while the third
+    minibatch's shards are being sampled."""
+
+    def __init__(self, *args, victims: int = 1, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.victims, self.killed = victims, False
 
     def _gather(self, futures):
-        if self.figures["minibatches"] == 2 and not getattr(self, "killed", False):
+        if self.figures["minibatches"] == 2 and not self.killed:
             self.killed = True
-            pids = self.client.run(os.getpid)
-            os.kill(next(iter(pids.values())), signal.SIGKILL)
+            for pid in sorted(self.client.run(os.getpid).values())[:self.victims]:
+                os.kill(pid, signal.SIGKILL)
         return super()._gather(futures)
 
 
-def test_same_model_after_a_worker_is_killed_mid_run(store, tmp_path):
+@pytest.mark.parametrize("victims", [1, 2], ids=["one-worker", "every-worker"])
+def test_same_model_after_workers_are_killed_mid_run(store, tmp_path, victims):
+    """Killing every worker loses every copy of the scattered updates, as killing the one
+    worker left holding them does once Dask's memory manager has dropped the other copies."""
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     with distributed.Client(cluster) as client:
         from bigtopics.store import open_store
 
-        executor = KillsAWorker(client, open_store(store))
+        executor = KillsWorkers(client, open_store(store), victims=victims)
         survived, _ = train_with(store, tmp_path / "killed", executor, max_docs=2400)
         assert executor.killed
     cluster.close()
     assert survived == train_with(store, tmp_path / "local", max_docs=2400)[0]
+
+
+def test_infer_parts_are_the_same_after_every_worker_is_killed(store, tmp_path):
+    """The model rows scattered for each part are lost with the workers; the parts in flight
+    are sent them again."""
+    from bigtopics.executors.cluster import infer_parts
+    from bigtopics.infer import InferSettings, infer_block
+    from bigtopics.model import load_model
+    from bigtopics.store import open_store
+
+    train_with(store, tmp_path / "run")
+    model, docs = load_model(tmp_path / "run"), open_store(store)
+    ranges = [(start, min(start + 100, docs.n_docs)) for start in range(0, docs.n_docs, 100)]
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with distributed.Client(cluster) as client:
+        results = infer_parts(client, model, docs, ranges, InferSettings(seed=3))
+        survived = dict([next(results)])
+        for pid in client.run(os.getpid).values():
+            os.kill(pid, signal.SIGKILL)
+        survived.update(results)
+    cluster.close()
+    assert sorted(survived) == [start for start, _ in ranges]
+    for start, stop in ranges:
+        expected = infer_block(model, docs.read_docs(start, stop), InferSettings(seed=3), 1)
+        assert expected.keys() == survived[start].keys()
+        for name, values in expected.items():
+            assert np.array_equal(values, survived[start][name]), (start, name)
 
 
 def test_same_model_after_the_driver_is_killed_and_the_run_resumed(store, tmp_path):

@@ -177,8 +177,8 @@ class DaskExecutor(Executor):
                 if not pending:
                     return
                 yield pending.popleft()
-        finally:
-            for work in pending:  # a stopped run: drop what was read ahead
+        finally:  # a stopped run: drop what was read ahead (unless the client has closed already)
+            for work in pending if self.client.status == "running" else ():
                 self.client.cancel(work.batches + work.summaries)
 
     def plan_of(self, work: ClusterWork) -> MinibatchPlan:
@@ -209,6 +209,24 @@ class DaskExecutor(Executor):
         return ReplicaRows(table, self.version, own)
 
     def run(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
+        """The step on the minibatch's shards, submitted again if the scheduler forgot data they
+        needed: scattered data (the updates, `own`, a whole table) has no task to compute it again,
+        so when the only worker holding it dies (Dask's memory manager keeps one copy of what no
+        waiting task needs, broadcast or not) the scheduler forgets it and cancels the shards
+        waiting on it. The next attempt sends no past updates: a worker whose copy is behind is
+        sent the whole table (NEED_TABLE)."""
+        from concurrent.futures import CancelledError
+
+        for attempt in range(RETRIES + 1):
+            try:
+                return self._run_shards(work, rows, task)
+            except CancelledError:
+                if attempt == RETRIES or self.client.status != "running":
+                    raise
+                self.updates.clear()
+                self.figures["attempts_again"] = self.figures.get("attempts_again", 0) + 1
+
+    def _run_shards(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
         start = time.monotonic()
         own = None
@@ -292,7 +310,11 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
     runs on a worker and gives back (what it read, its distinct words); the driver sends the
     model's rows for those words (infer.ModelRows), and `compute(what it read, rows, *args)` runs
     on the worker that read it. The documents stay on the workers and no part is sent the whole
-    model. Parts are independent, so up to `in_flight` (two per worker) run at once."""
+    model. Parts are independent, so up to `in_flight` (two per worker) run at once. A part
+    whose rows were lost with a worker (scattered data cannot be computed again: see
+    DaskExecutor.run) is sent its rows again, up to RETRIES times."""
+    from concurrent.futures import CancelledError
+
     from distributed import as_completed
 
     from ..infer import ModelRows
@@ -300,7 +322,9 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
 
     in_flight = in_flight or 2 * max(len(client.scheduler_info().get("workers", {})), 1)
     todo = iter(enumerate(parts))
-    reading, computing = {}, {}  # future of a part's words -> (index, future of the part); future -> index
+    # future of a part's words -> (index, future of the part); future of its result -> (index,
+    # future of the part, its words, attempts so far)
+    reading, computing = {}, {}
     pending = as_completed()
 
     def submit_next() -> None:
@@ -311,18 +335,29 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
             reading[words] = (index, data)
             pending.add(words)
 
+    def compute_part(index, data, words, attempt=0) -> None:
+        rows = client.scatter(ModelRows.of(model, words), direct=True, hash=False)
+        done = client.submit(compute, data, rows, *args, pure=False, retries=RETRIES)
+        computing[done] = (index, data, words, attempt)
+        pending.add(done)
+
     for _ in range(in_flight):
         submit_next()
     for future in pending:
         if future in reading:  # a part's words: send the model's rows for them
             index, data = reading.pop(future)
-            rows = client.scatter(ModelRows.of(model, future.result()), direct=True, hash=False)
-            done = client.submit(compute, data, rows, *args, pure=False, retries=RETRIES)
-            computing[done] = index
-            pending.add(done)
-        else:
-            yield computing.pop(future), future.result()
-            submit_next()
+            compute_part(index, data, future.result())
+            continue
+        index, data, words, attempt = computing.pop(future)
+        try:
+            result = future.result()
+        except CancelledError:
+            if attempt == RETRIES or client.status != "running":
+                raise
+            compute_part(index, data, words, attempt + 1)
+            continue
+        yield index, result
+        submit_next()
 
 
 def infer_parts(client, model, store: Store, ranges: list[tuple[int, int]], settings) -> Iterator[tuple[int, dict]]:
