@@ -94,19 +94,49 @@ class KillsWorkers(DaskExecutor):
         return super()._gather(futures)
 
 
-@pytest.mark.parametrize("victims", [1, 2], ids=["one-worker", "every-worker"])
-def test_same_model_after_workers_are_killed_mid_run(store, tmp_path, victims):
-    """Killing every worker loses every copy of the scattered updates, as killing the one
-    worker left holding them does once Dask's memory manager has dropped the other copies."""
+@pytest.mark.parametrize("victims, settings", [(1, {}), (2, {}), (2, {"epochs": 2})],
+                         ids=["one-worker", "every-worker", "every-worker-exclude-own"])
+def test_same_model_after_workers_are_killed_mid_run(store, tmp_path, victims, settings):
+    """Killing every worker loses every copy of the scattered updates (and of `own`), as
+    killing the one worker left holding them does once Dask's memory manager has dropped the
+    other copies: the minibatch is submitted again."""
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     with distributed.Client(cluster) as client:
         from bigtopics.store import open_store
 
         executor = KillsWorkers(client, open_store(store), victims=victims)
-        survived, _ = train_with(store, tmp_path / "killed", executor, max_docs=2400)
+        survived, _ = train_with(store, tmp_path / "killed", executor, max_docs=2400, **settings)
         assert executor.killed
+        if victims == 2:
+            assert executor.metrics()["minibatches_submitted_again"] >= 1
     cluster.close()
-    assert survived == train_with(store, tmp_path / "local", max_docs=2400)[0]
+    assert survived == train_with(store, tmp_path / "local", max_docs=2400, **settings)[0]
+
+
+def test_every_scatter_has_its_own_keys(store, client, tmp_path, monkeypatch):
+    """Two runs on one cluster each send the workers a whole table: scattered under keys of their
+    own, never under the table's field names, which a second scatter would claim as a copy of
+    the first's data."""
+    keys = []
+    scatter = client.scatter
+
+    def note(sent):
+        for future in sent if isinstance(sent, (list, tuple)) else sent.values() if isinstance(sent, dict) else [sent]:
+            keys.append(future.key)
+        return sent
+
+    async def noted(sending):
+        return note(await sending)
+
+    def recording(data, *args, **kwargs):
+        sent = scatter(data, *args, **kwargs)
+        return noted(sent) if kwargs.get("asynchronous") else note(sent)
+
+    monkeypatch.setattr(client, "scatter", recording)
+    for run in ("first", "second"):
+        _, trainer = train_with(store, tmp_path / run, dask(client, store), max_docs=600)
+        assert trainer.executor.figures.get("tables_sent", 0) >= 1
+    assert len(keys) == len(set(keys))
 
 
 def test_infer_parts_are_the_same_after_every_worker_is_killed(store, tmp_path):

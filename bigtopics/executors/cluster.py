@@ -31,7 +31,7 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -125,7 +125,7 @@ class DaskExecutor(Executor):
         # driver_seconds: packing each shard's rows and merging the shards' statistics (the serial
         # part that the cluster adds); wait_seconds: waiting on the workers' results
         self.figures = {"bytes_sent": 0, "bytes_received": 0, "wait_seconds": 0.0, "driver_seconds": 0.0,
-                        "minibatches": 0}
+                        "minibatches": 0, "minibatches_again": 0}
         self.outstanding: list = []  # futures submitted and not known to be done
         # the workers' copies of the table: this executor's own (a new run on the same cluster
         # starts afresh), at `version` global steps, with the futures of the last updates
@@ -177,9 +177,10 @@ class DaskExecutor(Executor):
                 if not pending:
                     return
                 yield pending.popleft()
-        finally:  # a stopped run: drop what was read ahead (unless the client has closed already)
-            for work in pending if self.client.status == "running" else ():
-                self.client.cancel(work.batches + work.summaries)
+        finally:  # a stopped run: drop what was read ahead, never hiding why it stopped
+            with suppress(Exception):
+                for work in pending if self.client.status == "running" else ():
+                    self.client.cancel(work.batches + work.summaries)
 
     def plan_of(self, work: ClusterWork) -> MinibatchPlan:
         return work.plan
@@ -214,17 +215,18 @@ class DaskExecutor(Executor):
         so when the only worker holding it dies (Dask's memory manager keeps one copy of what no
         waiting task needs, broadcast or not) the scheduler forgets it and cancels the shards
         waiting on it. The next attempt sends no past updates: a worker whose copy is behind is
-        sent the whole table (NEED_TABLE)."""
+        sent the whole table (NEED_TABLE). A scatter to a worker that has died but is still
+        listed fails with an OSError, and is tried again the same way."""
         from concurrent.futures import CancelledError
 
         for attempt in range(RETRIES + 1):
             try:
                 return self._run_shards(work, rows, task)
-            except CancelledError:
+            except (CancelledError, OSError):
                 if attempt == RETRIES or self.client.status != "running":
                     raise
                 self.updates.clear()
-                self.figures["attempts_again"] = self.figures.get("attempts_again", 0) + 1
+                self.figures["minibatches_again"] += 1
 
     def _run_shards(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
@@ -254,8 +256,9 @@ class DaskExecutor(Executor):
         if behind:  # workers without a current copy of the table: send them the whole table once
             holders = self.client.who_has([shards[i][1] for i in behind])
             workers = sorted({w for i in behind for w in holders.get(shards[i][1].key, ())})
-            state = self.client.scatter(rows.table.state(), workers=workers or None, broadcast=True, direct=True,
-                                        hash=False)
+            # in a list: a dict would be scattered under its own keys ("indptr", ...), the same for every table
+            [state] = self.client.scatter([rows.table.state()], workers=workers or None, broadcast=True,
+                                          direct=True, hash=False)
             self.figures["tables_sent"] = self.figures.get("tables_sent", 0) + len(behind)
             for i, result in zip(behind, self._gather([submit(i, state) for i in behind])):
                 results[i] = result
@@ -290,7 +293,8 @@ class DaskExecutor(Executor):
                 "tasks_in_flight": len(self.outstanding),
                 "bytes_sent_per_minibatch": self.figures["bytes_sent"] // n,
                 "bytes_received_per_minibatch": self.figures["bytes_received"] // n,
-                "wait_seconds": round(self.figures["wait_seconds"], 3)}
+                "wait_seconds": round(self.figures["wait_seconds"], 3),
+                "minibatches_submitted_again": self.figures["minibatches_again"]}
 
     def close(self) -> None:
         cluster = self.client.cluster if self.owns_client else None
@@ -336,7 +340,7 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
             pending.add(words)
 
     def compute_part(index, data, words, attempt=0) -> None:
-        rows = client.scatter(ModelRows.of(model, words), direct=True, hash=False)
+        rows = _scatter_until_sent(client, ModelRows.of(model, words))
         done = client.submit(compute, data, rows, *args, pure=False, retries=RETRIES)
         computing[done] = (index, data, words, attempt)
         pending.add(done)
@@ -358,6 +362,17 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
             continue
         yield index, result
         submit_next()
+
+
+def _scatter_until_sent(client, data):
+    """client.scatter(data), tried again after an OSError: a worker that died is listed by the
+    scheduler until it notices, and a scatter to it fails once the connection times out."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return client.scatter(data, direct=True, hash=False)
+        except OSError:
+            if attempt == RETRIES or client.status != "running":
+                raise
 
 
 def infer_parts(client, model, store: Store, ranges: list[tuple[int, int]], settings) -> Iterator[tuple[int, dict]]:
