@@ -223,7 +223,7 @@ class DaskExecutor(Executor):
             try:
                 return self._run_shards(work, rows, task)
             except (CancelledError, OSError):
-                if attempt == RETRIES or self.client.status != "running":
+                if not _may_try_again(self.client, attempt):
                     raise
                 self.updates.clear()
                 self.figures["minibatches_again"] += 1
@@ -356,7 +356,7 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
         try:
             result = future.result()
         except CancelledError:
-            if attempt == RETRIES or client.status != "running":
+            if not _may_try_again(client, attempt):
                 raise
             compute_part(index, data, words, attempt + 1)
             continue
@@ -371,8 +371,14 @@ def _scatter_until_sent(client, data):
         try:
             return client.scatter(data, direct=True, hash=False)
         except OSError:
-            if attempt == RETRIES or client.status != "running":
+            if not _may_try_again(client, attempt):
                 raise
+
+
+def _may_try_again(client, attempt: int) -> bool:
+    """Whether what was lost with a worker may be tried again: fewer than RETRIES attempts after
+    the first, and the client still connected (a closed client's futures are all cancelled)."""
+    return attempt < RETRIES and client.status == "running"
 
 
 def infer_parts(client, model, store: Store, ranges: list[tuple[int, int]], settings) -> Iterator[tuple[int, dict]]:
