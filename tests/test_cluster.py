@@ -113,6 +113,39 @@ def test_same_model_after_workers_are_killed_mid_run(store, tmp_path, victims, s
     assert survived == train_with(store, tmp_path / "local", max_docs=2400, **settings)[0]
 
 
+def test_a_lost_scatter_is_tried_again_and_a_task_error_is_not(monkeypatch):
+    """run() submits a minibatch again after a cancellation or a failed scatter, RETRIES times
+    at most, and never after an error of the step's own tasks (a store that cannot be read)."""
+    from types import SimpleNamespace
+
+    from bigtopics.executors.cluster import RETRIES, ScatterFailed
+
+    executor = DaskExecutor(SimpleNamespace(status="running"), store=None)
+    raised = []
+
+    def fails_with(*errors):
+        def attempt(*args):
+            if len(raised) < len(errors):
+                raised.append(errors[len(raised)])
+                raise raised[-1]
+            return "merged"
+        return attempt
+
+    monkeypatch.setattr(executor, "_run_shards", fails_with(ScatterFailed("gone"),
+                                                             distributed.client.FutureCancelledError("k", "lost")))
+    assert executor.run(None, None, None) == "merged"
+    assert executor.figures["minibatches_submitted_again"] == 2
+    raised.clear()
+    monkeypatch.setattr(executor, "_run_shards", fails_with(FileNotFoundError("no such chunk")))
+    with pytest.raises(FileNotFoundError):
+        executor.run(None, None, None)
+    assert executor.figures["minibatches_submitted_again"] == 2
+    raised.clear()
+    monkeypatch.setattr(executor, "_run_shards", fails_with(*[ScatterFailed("gone")] * (RETRIES + 1)))
+    with pytest.raises(ScatterFailed):
+        executor.run(None, None, None)
+
+
 def test_every_scatter_has_its_own_keys(store, client, tmp_path, monkeypatch):
     """Two runs on one cluster each send the workers a whole table: scattered under keys of their
     own, never under the table's field names, which a second scatter would claim as a copy of

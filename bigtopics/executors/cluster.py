@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import CancelledError
 import uuid
 from collections import deque
 from contextlib import contextmanager, suppress
@@ -125,7 +126,7 @@ class DaskExecutor(Executor):
         # driver_seconds: packing each shard's rows and merging the shards' statistics (the serial
         # part that the cluster adds); wait_seconds: waiting on the workers' results
         self.figures = {"bytes_sent": 0, "bytes_received": 0, "wait_seconds": 0.0, "driver_seconds": 0.0,
-                        "minibatches": 0, "minibatches_again": 0}
+                        "minibatches": 0, "minibatches_submitted_again": 0}
         self.outstanding: list = []  # futures submitted and not known to be done
         # the workers' copies of the table: this executor's own (a new run on the same cluster
         # starts afresh), at `version` global steps, with the futures of the last updates
@@ -178,9 +179,10 @@ class DaskExecutor(Executor):
                     return
                 yield pending.popleft()
         finally:  # a stopped run: drop what was read ahead, never hiding why it stopped
-            with suppress(Exception):
-                for work in pending if self.client.status == "running" else ():
-                    self.client.cancel(work.batches + work.summaries)
+            if self.client.status == "running":
+                with suppress(Exception):
+                    for work in pending:
+                        self.client.cancel(work.batches + work.summaries)
 
     def plan_of(self, work: ClusterWork) -> MinibatchPlan:
         return work.plan
@@ -216,26 +218,25 @@ class DaskExecutor(Executor):
         waiting task needs, broadcast or not) the scheduler forgets it and cancels the shards
         waiting on it. The next attempt sends no past updates: a worker whose copy is behind is
         sent the whole table (NEED_TABLE). A scatter to a worker that has died but is still
-        listed fails with an OSError, and is tried again the same way."""
-        from concurrent.futures import CancelledError
-
+        listed fails (ScatterFailed), and is tried again the same way; a task's own error (a
+        storage error reading a shard) is not."""
         for attempt in range(RETRIES + 1):
             try:
                 return self._run_shards(work, rows, task)
-            except (CancelledError, OSError):
+            except (CancelledError, ScatterFailed):
                 if not _may_try_again(self.client, attempt):
                     raise
                 self.updates.clear()
-                self.figures["minibatches_again"] += 1
+                self.figures["minibatches_submitted_again"] += 1
 
     def _run_shards(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
         start = time.monotonic()
         own = None
         if rows.own is not None:  # every shard takes the whole minibatch's out (topic totals)
-            own = self.client.scatter(rows.own, broadcast=True, direct=True, hash=False)
+            own = _scattered(self.client.scatter, rows.own, broadcast=True, direct=True, hash=False)
             self.figures["bytes_sent"] += _nbytes(rows.own) * max(self._workers(), 1)
-        updates = [(version, sending.result()) for version, sending in self.updates]
+        updates = [(version, _scattered(sending.result)) for version, sending in self.updates]
         shards = list(zip(work.shards, work.batches))
         previous = (work.previous_topics if task.step.continues_chains and work.previous_topics is not None
                     else [None] * len(shards))
@@ -257,8 +258,8 @@ class DaskExecutor(Executor):
             holders = self.client.who_has([shards[i][1] for i in behind])
             workers = sorted({w for i in behind for w in holders.get(shards[i][1].key, ())})
             # in a list: a dict would be scattered under its own keys ("indptr", ...), the same for every table
-            [state] = self.client.scatter([rows.table.state()], workers=workers or None, broadcast=True,
-                                          direct=True, hash=False)
+            [state] = _scattered(self.client.scatter, [rows.table.state()], workers=workers or None,
+                                 broadcast=True, direct=True, hash=False)
             self.figures["tables_sent"] = self.figures.get("tables_sent", 0) + len(behind)
             for i, result in zip(behind, self._gather([submit(i, state) for i in behind])):
                 results[i] = result
@@ -294,7 +295,7 @@ class DaskExecutor(Executor):
                 "bytes_sent_per_minibatch": self.figures["bytes_sent"] // n,
                 "bytes_received_per_minibatch": self.figures["bytes_received"] // n,
                 "wait_seconds": round(self.figures["wait_seconds"], 3),
-                "minibatches_submitted_again": self.figures["minibatches_again"]}
+                "minibatches_submitted_again": self.figures["minibatches_submitted_again"]}
 
     def close(self) -> None:
         cluster = self.client.cluster if self.owns_client else None
@@ -317,8 +318,6 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
     model. Parts are independent, so up to `in_flight` (two per worker) run at once. A part
     whose rows were lost with a worker (scattered data cannot be computed again: see
     DaskExecutor.run) is sent its rows again, up to RETRIES times."""
-    from concurrent.futures import CancelledError
-
     from distributed import as_completed
 
     from ..infer import ModelRows
@@ -365,14 +364,28 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
 
 
 def _scatter_until_sent(client, data):
-    """client.scatter(data), tried again after an OSError: a worker that died is listed by the
+    """client.scatter(data), tried again when it fails: a worker that died is listed by the
     scheduler until it notices, and a scatter to it fails once the connection times out."""
     for attempt in range(RETRIES + 1):
         try:
-            return client.scatter(data, direct=True, hash=False)
-        except OSError:
+            return _scattered(client.scatter, data, direct=True, hash=False)
+        except ScatterFailed:
             if not _may_try_again(client, attempt):
                 raise
+
+
+class ScatterFailed(OSError):
+    """Data the driver scattered did not reach the workers: one it was sent to had died (an
+    OSError, so the CLI reports it in one line when the attempts run out)."""
+
+
+def _scattered(send, *args, **options):
+    """send(*args, **options) (a scatter, or waiting on one), its OSError (a dead worker's
+    connection timing out) raised as ScatterFailed, apart from the OSErrors a task raises."""
+    try:
+        return send(*args, **options)
+    except OSError as error:
+        raise ScatterFailed(f"a scatter to the workers failed: {error}") from error
 
 
 def _may_try_again(client, attempt: int) -> bool:
