@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from concurrent.futures import CancelledError
 import uuid
 from collections import deque
+from concurrent.futures import CancelledError
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Iterator
