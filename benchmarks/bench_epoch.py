@@ -30,8 +30,11 @@ that time is printed apart). Reported per run, from the trainer's own clock and 
 
 The runs follow each other in rounds (every configuration once per `--repeat`), each printed
 as it ends; then the table, the ratios the issue sets goals for (parallel efficiency, K against
-the smallest K) within each round, and the projection of one epoch over the core paper's
-collection (44M sections, 33B tokens) at the largest K from the measured tokens/s.
+the smallest K) within each round, beside them the machine's own efficiency for arithmetic,
+cache-resident and memory-bound work on the same threads, measured after each round
+(machine_scaling.py: the ceiling a phase bound by the memory's random accesses cannot pass, and
+on a shared host it moves from round to round), and the projection of one epoch over the core
+paper's collection (44M sections, 33B tokens) at the largest K from the measured tokens/s.
 """
 
 from __future__ import annotations
@@ -230,9 +233,11 @@ def main() -> None:
         print(json.dumps(epoch_child(**json.loads(args.child))))
         return
     from bench_peers import parse_options
+    from machine_scaling import describe_efficiency, efficiency_by_work
     from peers import ensure_store
 
     from bigtopics.store import open_store
+    from bigtopics.workers import thread_count
 
     options = parse_options(args.option)
     cache = Path(args.cache)
@@ -247,6 +252,9 @@ def main() -> None:
         described[store] = {"sections": s.n_docs, "tokens": s.n_tokens, "tokens_per_section": s.n_tokens / s.n_docs}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     runs = []
+    machine_threads = min(worker_counts[0], thread_count(0))
+    measures_efficiency = len(worker_counts) > 1 and 1 in worker_counts
+    machine_efficiency_per_round = []  # the machine's own, after each round: it moves with the host's load
     for rep in range(args.repeat):
         for store in stores:
             for k in ks:
@@ -258,6 +266,10 @@ def main() -> None:
                     print(f"round {rep + 1}/{args.repeat} {Path(store).name} K={k} threads={workers}: "
                           f"{r['tokens_per_s']:,.0f} tokens/s, {r['s_per_10k_docs']:.2f} s/10k sections, held-out "
                           f"{r['heldout_loglik']:.4f}, load {r['load_before']:.1f}", flush=True)
+        if measures_efficiency and machine_threads >= 2:
+            machine_efficiency_per_round.append(efficiency_by_work(machine_threads))
+            print(f"round {rep + 1}/{args.repeat} "
+                  f"{describe_efficiency(machine_efficiency_per_round[-1], machine_threads)}", flush=True)
     commit = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--short", "HEAD"],
                             check=False, capture_output=True, text=True).stdout.strip()
     print(f"\n{started}; bigtopics {commit}; machine: {platform.processor() or platform.machine()}, {cores} cores; "
@@ -295,11 +307,14 @@ def main() -> None:
     print()
     for store in stores:
         name = Path(store).name
-        if len(worker_counts) > 1 and 1 in worker_counts:
+        if measures_efficiency:
             print(f"{name}: parallel efficiency on {most} threads against 1: " + ", ".join(
                 f"K={k} {per_round(store, (k, 1), (k, most)) / most:.0%}" for k in ks))
         print(f"{name}: time per 10k sections against K={ks[0]} ({most} threads): " + ", ".join(
             f"K={k} {per_round(store, (k, most), (ks[0], most)):.2f}x" for k in ks[1:]))
+    if machine_efficiency_per_round:
+        by_work = {work: [m[work] for m in machine_efficiency_per_round] for work in machine_efficiency_per_round[0]}
+        print(describe_efficiency(by_work, machine_threads) + " (machine_scaling.py, after each round)")
     print("\nwhere the time went (best run; seconds and share of the training time):")
     for store in stores:
         for k in ks:
@@ -322,7 +337,9 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({"started": started, "commit": commit, "machine": platform.machine(),
                                                "cores": cores, "options": options, "heldout": args.heldout,
-                                               "stores": described, "runs": runs, "projection": projection},
+                                               "stores": described, "runs": runs, "projection": projection,
+                                               "machine_threads": machine_threads,
+                                               "machine_efficiency_per_round": machine_efficiency_per_round},
                                               indent=2))
 
 

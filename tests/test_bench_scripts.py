@@ -58,6 +58,11 @@ def test_bench_epoch(store, tmp_path):
         assert 1 <= r["topics_per_section"] <= r["k"] and 1 <= r["entries_per_row_token_weighted"] <= r["k"]
         assert r["heldout_loglik"] < 0 and r["peak_rss_mib"] > 0 and r["cpu_seconds"] > 0
     assert result["projection"][str(store)]["hours_33b_tokens"] > 0
+    machine, = result["machine_efficiency_per_round"]  # the machine's own ceiling, measured in the same run
+    assert set(machine) == {"arithmetic", "random reads in cache", "random reads from memory", "random adds to memory"}
+    assert all(0.2 < e < 1.5 for e in machine.values())
+    assert "round 1/1 this machine's own efficiency on 2 threads against 1: arithmetic" in out
+    assert "(machine_scaling.py, after each round)" in out and result["machine_threads"] == 2
 
 
 def test_bench_train_beside_tomotopy(store, tmp_path):
