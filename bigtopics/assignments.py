@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .frozen import local_ids
-from .kernels.saved import saved_tallies, store_last_sweep
+from .kernels.saved import load_saved, saved_tallies, store_last_sweep
 from .kernels.sparse_stats import merge_pairs
 from .minibatch import Minibatch
 from .stats import StepResult
@@ -67,9 +67,12 @@ class SavedAssignments:
 
     def topics_of(self, doc_numbers: np.ndarray) -> np.ndarray:
         """The saved topics of the given documents, one after another (unvisited where none)."""
-        starts, stops = self.token_offsets[doc_numbers], self.token_offsets[np.asarray(doc_numbers) + 1]
-        lengths = stops - starts
-        return self.topics[np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())]
+        starts = self.token_offsets[doc_numbers]
+        token_starts = np.zeros(len(starts) + 1, np.int64)
+        np.cumsum(self.token_offsets[np.asarray(doc_numbers) + 1] - starts, out=token_starts[1:])
+        out = np.empty(int(token_starts[-1]), self.dtype)
+        load_saved(self.topics, starts, token_starts, out)
+        return out
 
     def record(self, doc_numbers: np.ndarray, last_sweep: np.ndarray) -> None:
         """Keep each document's topics of this visit's last sweep (StepResult.last_sweep, the

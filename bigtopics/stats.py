@@ -34,10 +34,10 @@ class PriorCounts:
     word_topic_counts: np.ndarray  # int64
 
     @classmethod
-    def of_sweep(cls, doc_tokens: np.ndarray, token_words: np.ndarray, token_topics: np.ndarray, n_topics: int,
-                 words: bool = True) -> PriorCounts:
+    def of_sweep(cls, doc_tokens: np.ndarray, token_words: np.ndarray | None, token_topics: np.ndarray,
+                 n_topics: int, words: bool = True) -> PriorCounts:
         """From each token's word id and topic, documents of doc_tokens[d] consecutive tokens; the
-        word counts only if `words` (else empty)."""
+        word counts only if `words` (else empty, and token_words may be None)."""
         sizes, topics, counts = doc_topic_counts(np.asarray(doc_tokens, np.int64), token_topics, n_topics)
         keys, word_counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
         if words:

@@ -111,6 +111,13 @@ def test_saved_assignments_give_back_each_documents_statistics(corpus, tmp_path)
     # the saved topics are kept per store document, whatever batch the document came in
     alone = previous(read_documents(store, np.array([250])))
     assert alone.values.sum() == visited.counts[visited.indptr[3]:visited.indptr[4]].sum()
+    # and given back document after document in the order asked, the unvisited marked
+    starts = visited.token_starts()
+    of_doc = {int(d): result.last_sweep[starts[i]:starts[i + 1]] for i, d in enumerate(visited.doc_numbers)}
+    asked = np.array([599, 3, 100, 250])
+    expected_topics = [of_doc.get(int(d), np.full(int(saved.token_offsets[d + 1] - saved.token_offsets[d]),
+                                                  saved.unvisited, saved.dtype)) for d in asked]
+    np.testing.assert_array_equal(saved.topics_of(asked), np.concatenate(expected_topics))
 
 
 def last_sweep_counts(batch, last_sweep):

@@ -48,3 +48,13 @@ def store_last_sweep(assignments, token_starts, samples, saved, saved_starts):
             last = token_starts[d] * samples + (samples - 1) * n
             for j in range(n):
                 saved[saved_starts[d] + j] = assignments[last + j]
+
+
+@njit(cache=True)
+def load_saved(saved, saved_starts, token_starts, out):
+    """Each document's saved topics saved[saved_starts[d]:][:n_d] to out[token_starts[d]:
+    token_starts[d + 1]] (store_last_sweep's inverse for one sweep). Serial: a copy this short
+    gains nothing from threads, and a leaf kernel is compiled once (cache), not in every run."""
+    for d in range(token_starts.shape[0] - 1):
+        for j in range(token_starts[d + 1] - token_starts[d]):
+            out[token_starts[d] + j] = saved[saved_starts[d] + j]
