@@ -35,6 +35,15 @@ MEMORY_READS = 16_000_000
 XORSHIFT_SEED = 88172645463325252  # Marsaglia's example seed for xorshift64; range p starts at it + p
 
 
+@njit(inline="always")
+def xorshift(x):
+    """One step of Marsaglia's xorshift64 (13, 7, 17)."""
+    x ^= x << np.uint64(13)
+    x ^= x >> np.uint64(7)
+    x ^= x << np.uint64(17)
+    return x
+
+
 @njit(parallel=True)
 def arithmetic(n, parts):
     """n xorshift64 steps in all, n / parts per range, their low bits summed (so none is skipped)."""
@@ -43,9 +52,7 @@ def arithmetic(n, parts):
         x = np.uint64(p + XORSHIFT_SEED)
         total = np.uint64(0)
         for _ in range(n // parts):
-            x ^= x << np.uint64(13)
-            x ^= x >> np.uint64(7)
-            x ^= x << np.uint64(17)
+            x = xorshift(x)
             total += x & np.uint64(1023)
         out[p] = total
     return out
@@ -60,9 +67,7 @@ def reads_in_cache(arrays, n, parts):
         x = np.uint64(p + XORSHIFT_SEED)
         total = 0.0
         for _ in range(n // parts):
-            x ^= x << np.uint64(13)
-            x ^= x >> np.uint64(7)
-            x ^= x << np.uint64(17)
+            x = xorshift(x)
             total += arrays[p, x & mask]
         out[p] = total
     return out

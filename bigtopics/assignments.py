@@ -67,19 +67,24 @@ class SavedAssignments:
 
     def topics_of(self, doc_numbers: np.ndarray) -> np.ndarray:
         """The saved topics of the given documents, one after another (unvisited where none)."""
-        starts = self.token_offsets[doc_numbers]
-        token_starts = np.zeros(len(starts) + 1, np.int64)
-        np.cumsum(self.token_offsets[np.asarray(doc_numbers) + 1] - starts, out=token_starts[1:])
+        offsets, token_starts = self._layout(doc_numbers)
         out = np.empty(int(token_starts[-1]), self.dtype)
-        load_saved(self.topics, starts, token_starts, out)
+        load_saved(self.topics, offsets, token_starts, out)
         return out
 
     def record(self, doc_numbers: np.ndarray, last_sweep: np.ndarray) -> None:
         """Keep each document's topics of this visit's last sweep (StepResult.last_sweep, the
         documents' tokens one after another)."""
-        offsets = self.token_offsets[doc_numbers]
-        token_starts = np.concatenate([[0], np.cumsum(self.token_offsets[np.asarray(doc_numbers) + 1] - offsets)])
+        offsets, token_starts = self._layout(doc_numbers)
         store_last_sweep(last_sweep, token_starts, 1, self.topics, offsets)
+
+    def _layout(self, doc_numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(where each document's saved topics start in the file, where they start one document
+        after another in the given order: n_docs + 1 of them)."""
+        offsets = self.token_offsets[doc_numbers]
+        token_starts = np.zeros(len(offsets) + 1, np.int64)
+        np.cumsum(self.token_offsets[np.asarray(doc_numbers) + 1] - offsets, out=token_starts[1:])
+        return offsets, token_starts
 
     def state(self) -> dict[str, np.ndarray]:
         return {"saved_assignments": self.topics}

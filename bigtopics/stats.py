@@ -35,12 +35,12 @@ class PriorCounts:
 
     @classmethod
     def of_sweep(cls, doc_tokens: np.ndarray, token_words: np.ndarray | None, token_topics: np.ndarray,
-                 n_topics: int, words: bool = True) -> PriorCounts:
-        """From each token's word id and topic, documents of doc_tokens[d] consecutive tokens; the
-        word counts only if `words` (else empty, and token_words may be None)."""
+                 n_topics: int) -> PriorCounts:
+        """From each token's topic (and word id), documents of doc_tokens[d] consecutive tokens;
+        the word counts only if token_words is given (else empty)."""
         sizes, topics, counts = doc_topic_counts(np.asarray(doc_tokens, np.int64), token_topics, n_topics)
         keys, word_counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
-        if words:
+        if token_words is not None:
             keys, word_counts = np.unique(np.asarray(token_words, np.int64) * n_topics + token_topics,
                                           return_counts=True)
         return cls(sizes, topics, counts, keys, word_counts.astype(np.int64))

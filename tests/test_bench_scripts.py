@@ -65,7 +65,6 @@ def test_bench_epoch(store, tmp_path):
     assert "(machine_scaling.py, after each round)" in out and result["machine_threads"] == 2
 
 
-
 def test_machine_efficiency_is_described_as_a_range_over_rounds():
     sys.path.insert(0, str(BENCHMARKS))
     from machine_scaling import describe_efficiency
@@ -74,6 +73,7 @@ def test_machine_efficiency_is_described_as_a_range_over_rounds():
                                 "random reads in cache": 0.9}, 2)
     assert line == ("this machine's own efficiency on 2 threads against 1: arithmetic 100%, "
                     "random adds to memory 54%-101%, random reads in cache 90%")
+
 
 def test_bench_train_beside_tomotopy(store, tmp_path):
     pytest.importorskip("tomotopy")

@@ -139,7 +139,7 @@ def test_the_learned_alpha_keeps_its_shape_and_at_least_its_floor():
     alpha_k below its share here), or with --min-alpha-sum 0, the update is the plain move."""
     rng = np.random.default_rng(6)
     topics = np.repeat(rng.integers(0, 4, 200), 20).astype(np.int32)  # 200 documents of 20 tokens
-    counts = PriorCounts.of_sweep(np.full(200, 20), rng.integers(0, 30, 4000), topics, 4, words=False)
+    counts = PriorCounts.of_sweep(np.full(200, 20), None, topics, 4)
     plain, floored = (TrainSettings(n_topics=4, alpha=0.5, optimize_alpha=True, min_alpha_sum=floor)
                       for floor in (0, None))
     assert floored.min_alpha_sum == 2.0 and TrainSettings(n_topics=4, optimize_alpha=False).min_alpha_sum is None
@@ -161,7 +161,7 @@ def test_no_topic_falls_below_its_share_of_the_floor_with_counts_or_expected_log
     MIN_TOPIC_SHARE m / K at least; the variational steps' E[log theta] update the same way."""
     rng = np.random.default_rng(7)
     topics = np.repeat(rng.integers(0, 3, 200), 20).astype(np.int32)  # one topic a document; 3 never
-    counts = PriorCounts.of_sweep(np.full(200, 20), rng.integers(0, 30, 4000), topics, 4, words=False)
+    counts = PriorCounts.of_sweep(np.full(200, 20), None, topics, 4)
     # documents of 20 tokens on one of the first three topics each, as q(theta_d) = Dirichlet(gamma_d)
     # sees them, topic 3 far below the others
     gamma = np.full((500, 4), 0.01)

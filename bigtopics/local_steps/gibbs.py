@@ -149,10 +149,8 @@ class GibbsStep(LocalStep):
             last_sweep = np.empty(int(token_starts[-1]), topic_dtype(frozen.n_topics))
             store_last_sweep(tallies.assignments, token_starts, self.samples, last_sweep, token_starts[:-1])
             if prior_counts:
-                words_counted = "words" in prior_counts
-                counted = PriorCounts.of_sweep(np.diff(token_starts),
-                                               np.repeat(batch.words, batch.counts) if words_counted else None,
-                                               last_sweep, frozen.n_topics, words=words_counted)
+                token_words = np.repeat(batch.words, batch.counts) if "words" in prior_counts else None
+                counted = PriorCounts.of_sweep(np.diff(token_starts), token_words, last_sweep, frozen.n_topics)
         return StepResult(frozen.words[words], topics, counts.astype(np.float64), self.samples,
                           last_sweep if self.exclude_own else None, counted)
 
