@@ -76,8 +76,10 @@ def step_option(text: str) -> tuple[str, object]:
 
 
 def train_bigtopics(train_store, work: Path, k: int, seconds: float, options: dict, seed: int, epochs: int = 0):
-    """(topic rows p(w|k), alpha, eta, seconds, minibatches, trainer) after `seconds` of training,
-    or after `epochs` epochs with their defaults if epochs > 0 (alpha_0 printed at steps 2^i)."""
+    """(topic rows p(w|k), the model's alpha, eta, seconds, minibatches, trainer, scale) after `seconds` of
+    training, or after `epochs` epochs with their defaults if epochs > 0 (alpha_0 printed at steps
+    2^i), and {scale_factor, scale_seconds}: the model's alpha is the learned alpha at the scale
+    fitted on the documents the run keeps out, in the fit's time (not counted in the training time)."""
     settings = TrainSettings(n_topics=k, seed=seed, epochs=epochs or 1_000_000, **options)
     compile_kernels(train_store, settings)
     name = "-".join(f"{key}={value}" for key, value in options.items()) or "defaults"
@@ -99,8 +101,11 @@ def train_bigtopics(train_store, work: Path, k: int, seconds: float, options: di
     p = np.full((k, table.n_words), eta)
     p[topics, np.repeat(np.arange(table.n_words), np.diff(indptr))] += values
     p /= table.n_words * eta + table.topic_totals()[:, None]
+    fit_start = time.perf_counter()
+    alpha, scale = trainer.new_document_alpha()  # the model's alpha, as model.zarr holds it
+    scale = {"scale_factor": scale and scale["factor"], "scale_seconds": round(time.perf_counter() - fit_start, 2)}
     trainer.executor.close()
-    return p, trainer.priors.current_alpha(settings), eta, elapsed, trainer.state.step, trainer
+    return p, alpha, eta, elapsed, trainer.state.step, trainer, scale
 
 
 def train_tomotopy(train_store, k: int, seconds: float, optim_interval: int, seed: int):
@@ -169,7 +174,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="priors-", dir=cache))
     for k in args.topics:
         if args.update_cost:
-            *_, seconds, steps, trainer = train_bigtopics(train_store, work, k, args.seconds, LEARNED, args.seed)
+            *_, seconds, steps, trainer, _ = train_bigtopics(train_store, work, k, args.seconds, LEARNED, args.seed)
             phases = trainer.phase_seconds
             minibatch = sum(v for name, v in phases.items() if name != "priors") / steps
             print(f"K={k}: {steps} minibatches in {seconds:.1f} s, {minibatch * 1000:.0f} ms each without the "
@@ -178,10 +183,11 @@ def main() -> None:
             continue
         for name in args.systems.split(","):
             if name.startswith("bigtopics"):
-                p, alpha, eta, seconds, steps, trainer = train_bigtopics(train_store, work, k, args.seconds,
+                p, alpha, eta, seconds, steps, trainer, scale = train_bigtopics(train_store, work, k, args.seconds,
                                                                          BIGTOPICS_OPTIONS[name] | step, args.seed,
                                                                          args.epochs)
-                unit, settled = "minibatches", {"batch_size": trainer.settings.batch_size}  # the default settles
+                unit, settled = "minibatches", {"batch_size": trainer.settings.batch_size,  # the defaults settle
+                                                "scale_docs": trainer.settings.scale_docs, **scale}
             else:
                 p, alpha, eta, seconds, steps = train_tomotopy(train_store, k, args.seconds,
                                                                0 if name.endswith("fixed") else 10, args.seed)

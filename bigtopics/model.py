@@ -5,7 +5,9 @@ Layout (model_format_version 1), a Zarr v3 group:
     model.zarr/          attrs: model_format_version, n_topics, n_words, alpha (a number, or K
                          numbers alpha_k when learned: train --optimize-alpha), eta, settings,
                          progress (epoch, minibatches, documents and tokens seen), store
-                         fingerprint
+                         fingerprint; alpha_scale when the learned alpha was scaled for new
+                         documents (alpha_scale.py: factor, documents, training_alpha_sum and
+                         the documents' loglik_per_token at each factor tried)
       vocab          str (V,)       word id -> word, the store's vocabulary
       topic_totals   float64 (K,)   N[k] = sum_w N[k, w]
       topic_word/    CSR group (anndata csr_matrix encoding, shape [K, V]): the non-smoothing

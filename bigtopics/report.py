@@ -158,7 +158,10 @@ def _prior_text(model: Model) -> str:
     """alpha as the page states it: the number, or for a learned alpha its range and sum."""
     if np.ndim(model.alpha) == 0:
         return f"{model.alpha:g}"
-    return (f"learned, {model.alpha.min():.3g} to {model.alpha.max():.3g} (sum {model.alpha_sum:.3g}; "
+    scale = model.attrs.get("alpha_scale")
+    scaled = (f"; the training documents' fit times {scale['factor']:.3g}, the factor that best predicts "
+              f"{scale['documents']:,} documents kept out of training") if scale else ""
+    return (f"learned, {model.alpha.min():.3g} to {model.alpha.max():.3g} (sum {model.alpha_sum:.3g}{scaled}; "
             "click the alpha column to order the topics by it)")
 
 

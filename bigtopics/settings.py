@@ -49,6 +49,23 @@ def revisit_batch_size(document_visits: int) -> int:
     return max(SMALLEST_REVISIT_BATCH, min(SAMPLING_DEFAULTS[True][0], document_visits // MIN_MINIBATCHES))
 
 
+# A run with a learned alpha keeps 1% of its documents out of training to fit the scale of alpha for
+# new documents (alpha_scale.py): enough for one number, little of the corpus. Fewer than
+# MIN_SCALE_DOCS fit it poorly (a single document can take the factor to the end of its range), and
+# below SMALLEST_SCALED_CORPUS documents that many would be more than 2% of the corpus.
+MIN_SCALE_DOCS, MAX_SCALE_DOCS = 20, 1000
+SCALE_DOC_SHARE = 0.01
+SMALLEST_SCALED_CORPUS = 1000
+
+
+def scale_doc_count(n_docs: int) -> int:
+    """How many of n_docs documents a run with a learned alpha keeps out to fit its scale by
+    default."""
+    if n_docs < SMALLEST_SCALED_CORPUS:
+        return 0
+    return min(MAX_SCALE_DOCS, max(MIN_SCALE_DOCS, int(n_docs * SCALE_DOC_SHARE)))
+
+
 class OptionError(ValueError):
     """An option's value out of its range or of the wrong kind: a usage error (the CLI exits with
     status 2 for it, 1 for failures at run time)."""
@@ -124,6 +141,8 @@ class TrainSettings:
     optimize_passes: float | None = None  # the priors' fits averaged over at least this many passes (0: at rho_t);
     # None: 1 when training for more than one epoch, else 0 (benchmarks/RESULTS.md, "Learned priors")
     min_alpha_sum: float | None = None  # learned alpha_0 >= this, each alpha_k >= 1% of this / K; None: K alpha
+    scale_docs: int | None = None  # documents kept out to fit alpha's scale for new documents (alpha_scale.py);
+    # None: scale_doc_count of the documents not held out when alpha is learned, else 0 (settle_scale_docs)
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0
     batch_size: int | None = None  # None: from SAMPLING_DEFAULTS; revisiting, settled by settle_batch_size
@@ -183,6 +202,12 @@ class TrainSettings:
         if self.batch_size is None:
             self.batch_size = revisit_batch_size(self.document_visits(n_training_docs))
 
+    def settle_scale_docs(self, n_docs: int) -> None:
+        """Fill in how many of the n_docs documents (those not held out) the run keeps out to fit
+        its learned alpha's scale; a given or settled count stays."""
+        if self.scale_docs is None:
+            self.scale_docs = scale_doc_count(n_docs) if self.optimize_alpha else 0
+
     def document_visits(self, n_training_docs: int) -> int:
         """How many documents the run visits in all: its epochs over the training documents, or
         --max-docs if fewer."""
@@ -232,6 +257,10 @@ class TrainSettings:
             check_real(self.min_alpha_sum, "--min-alpha-sum", 0.0, self.n_topics * MAX_PRIOR)
             if self.min_alpha_sum > 0 and not self.optimize_alpha:
                 raise OptionError("--min-alpha-sum applies to a learned alpha (--optimize-alpha)")
+        if self.scale_docs is not None:  # None: settled when the corpus is known (settle_scale_docs)
+            check_integer(self.scale_docs, "--scale-docs", 0, MAX_COUNT, "the number of documents")
+            if self.scale_docs > 0 and not self.optimize_alpha:
+                raise OptionError("--scale-docs applies to a learned alpha (--optimize-alpha)")
         step = self.step
         step.validate(self.n_topics)
         if self.optimize_alpha and not step.learns_alpha:
@@ -284,6 +313,7 @@ def recorded_settings(record: dict) -> TrainSettings:
     settings.setdefault("optimize_passes", 0.0)  # and one started before their rate was capped, its rate
     if settings["optimize_alpha"]:
         settings.setdefault("min_alpha_sum", 0.0)  # and one started before the floor, none
+    settings.setdefault("scale_docs", 0)  # and one started before alpha's scale was fitted, its alpha as learned
     if "step_options" not in settings:
         raise ValueError("the run was started by an earlier bigtopics (its settings.json has no step_options); "
                          "start it again with this version")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .alpha_scale import fit_alpha_scale, scale_documents
 from .assignments import SavedAssignments, topic_dtype
 from .atomic import DiskFullError, atomic_write_bytes, is_disk_full, no_space
 from .checkpoints import (START_OF_RUN, CheckpointError, CheckpointInfo, load_latest_checkpoint, never_checkpointed,
@@ -40,7 +41,7 @@ from .progress import Progress
 from .reader import read_documents
 from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, RunLock, RunState, fresh_dir,
                      read_metrics, read_settings)
-from .settings import TrainSettings, learning_rate, parse_interval, recorded_settings
+from .settings import MAX_PRIOR, MIN_PRIOR, TrainSettings, learning_rate, parse_interval, recorded_settings
 from .store import open_store
 from .topic_word import TopicWordTable
 from .resources import check_resources
@@ -75,9 +76,16 @@ class Trainer:
         if settings.heldout and settings.heldout >= self.store.n_docs:
             raise ValueError(f"cannot hold out {settings.heldout} of the store's {self.store.n_docs} documents")
         self.heldout_docs = heldout_documents(self.store.n_docs, settings.heldout, settings.seed)
-        settings.settle_batch_size(self.store.n_docs - len(self.heldout_docs))
+        settings.settle_scale_docs(self.store.n_docs - len(self.heldout_docs))
+        if settings.heldout + settings.scale_docs >= self.store.n_docs:
+            raise ValueError(f"cannot keep {settings.heldout} held-out and {settings.scale_docs} --scale-docs "
+                             f"documents out of the store's {self.store.n_docs}: none would be left to train on")
+        self.scale_doc_numbers = scale_documents(self.store.n_docs, settings.scale_docs, settings.seed,
+                                                 self.heldout_docs)
+        kept_out = np.union1d(self.heldout_docs, self.scale_doc_numbers)
+        settings.settle_batch_size(self.store.n_docs - len(kept_out))
         self.plan = EpochPlan(self.store.n_docs, self.store.docs_per_block, settings.batch_size, settings.seed,
-                              settings.window_blocks, exclude=self.heldout_docs)
+                              settings.window_blocks, exclude=kept_out)
         self.n_training_docs = self.plan.n_training_docs
         self._buffers = ReusedArrays()  # a minibatch's copy of its rows and frozen view, reused
         self.task = StepTask(settings.step, settings.alpha, settings.eta, settings.seed, settings.shard_docs)
@@ -85,6 +93,7 @@ class Trainer:
             self.store, workers=settings.workers, window_blocks=settings.window_blocks, cluster=cluster,
             scheduler=scheduler)
         self._heldout_batch = None
+        self._scale_batch = None
         self.last_heldout: float | None = None
         self.state = RunState()
         self.priors = LearnedPriors.start(settings)
@@ -299,18 +308,24 @@ class Trainer:
             kept = [json.dumps(r) for r in read_metrics(path) if r["minibatch"] <= step]
             atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
 
-    def write_model(self) -> Path:
+    def write_model(self, *, final: bool = False) -> Path:
+        """model.zarr from the current state; the final one (when the run ends or stops) with alpha
+        at the scale fitted for new documents, snapshots with the learned alpha (the fit takes
+        nine or more left-to-right passes over the kept-out documents, too many for every
+        snapshot)."""
         try:
-            return self._write_model()
+            return self._write_model(final)
         except DiskFullError as e:  # write_model left nothing half-written; the checkpoints stand
             raise self._resume_hint(e)
 
-    def _write_model(self) -> Path:
+    def _write_model(self, final: bool) -> Path:
         s, st = self.settings, self.state
+        alpha, scale = self.new_document_alpha() if final else (self.priors.current_alpha(s), None)
         return write_model(
             self.run_dir / MODEL_NAME, self.table.to_csr(), self.table.topic_totals(), self.store.vocab,
-            alpha=self.priors.current_alpha(s), eta=self.priors.eta,
+            alpha=alpha, eta=self.priors.eta,
             attrs={
+                **({"alpha_scale": scale} if scale else {}),
                 "settings": asdict(s),
                 "progress": asdict(st),
                 "store_fingerprint": self.store.fingerprint(),
@@ -401,8 +416,9 @@ class Trainer:
                 self._log_metrics(self._metrics_record(
                     final=True, heldout=self.heldout_score() if self.settings.heldout else None))
         attributes = read_json(self.run_dir / MODEL_NAME / "zarr.json").get("attributes") or {}
-        if self.state.step and attributes.get("progress") != asdict(self.state):
-            self.write_model()
+        scale_due = bool(len(self.scale_doc_numbers)) and self.priors.updates > 0 and "alpha_scale" not in attributes
+        if self.state.step and (attributes.get("progress") != asdict(self.state) or scale_due):
+            self.write_model(final=True)
 
     def docs_limit(self) -> int:
         return self.settings.document_visits(self.n_training_docs)
@@ -464,6 +480,22 @@ class Trainer:
                                          particles=5, resample=False, n_workers=thread_count(s.workers))
         self.last_heldout = total / max(n_tokens, 1)
         return self.last_heldout
+
+    def new_document_alpha(self) -> tuple[float | np.ndarray, dict | None]:
+        """(the model's alpha, how its scale was fitted or None): once alpha has been learned and
+        documents were kept out for it, the learned alpha_k times the factor their left-to-right
+        score picks (alpha_scale.py), else the alpha the kernels take."""
+        s = self.settings
+        alpha = self.priors.current_alpha(s)
+        if not len(self.scale_doc_numbers) or np.ndim(alpha) == 0:
+            return alpha, None
+        if self._scale_batch is None:
+            self._scale_batch = read_documents(self.store, self.scale_doc_numbers)
+        factor, scores = fit_alpha_scale(self.table, self._scale_batch, alpha, self.priors.eta, s.seed,
+                                         n_workers=thread_count(s.workers))
+        record = {"factor": factor, "documents": len(self.scale_doc_numbers), "training_alpha_sum": float(alpha.sum()),
+                  "loglik_per_token": [[f, v] for f, v in scores.items()]}
+        return np.clip(factor * alpha, MIN_PRIOR, MAX_PRIOR), record
 
     def minibatches(self, epoch: int, skip: int = 0):
         """The executor's work items for the minibatches of an epoch, from the `skip`-th on."""

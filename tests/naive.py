@@ -188,18 +188,19 @@ def point_estimates(topic_word: np.ndarray, eta: float) -> np.ndarray:
     return (eta + topic_word) / (topic_word.shape[1] * eta + topic_word.sum(1))[:, None]
 
 
-def log_evidence(token_words, alpha: float, phi: np.ndarray) -> float:
+def log_evidence(token_words, alpha, phi: np.ndarray) -> float:
     """Exact log p(w_1..w_N) with theta ~ Dirichlet(alpha) integrated out and p(w|k) = phi fixed,
-    by summing over all K^N topic configurations: p(z) = Gamma(K alpha) / Gamma(N + K alpha)
-    prod_k Gamma(alpha + n_k) / Gamma(alpha)."""
+    by summing over all K^N topic configurations: p(z) = Gamma(alpha_0) / Gamma(N + alpha_0)
+    prod_k Gamma(alpha_k + n_k) / Gamma(alpha_k). alpha: a number (symmetric) or K numbers."""
     from math import lgamma, log
 
     n_topics, n = phi.shape[0], len(token_words)
+    alpha = np.broadcast_to(np.asarray(alpha, float), (n_topics,))
     terms = []
     for z in itertools.product(range(n_topics), repeat=n):
         n_k = np.bincount(z, minlength=n_topics)
-        log_prior = lgamma(n_topics * alpha) - lgamma(n + n_topics * alpha) + sum(
-            lgamma(alpha + c) - lgamma(alpha) for c in n_k)
+        log_prior = lgamma(alpha.sum()) - lgamma(n + alpha.sum()) + sum(
+            lgamma(a + c) - lgamma(a) for a, c in zip(alpha, n_k))
         terms.append(log_prior + sum(log(phi[k, w]) for k, w in zip(z, token_words)))
     top = max(terms)
     return top + log(sum(np.exp(t - top) for t in terms))

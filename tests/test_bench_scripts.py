@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bigtopics.settings import scale_doc_count
 from bigtopics.synth import CorpusSpec, write_corpus
 
 pytestmark = pytest.mark.slow  # benchmark smoke tests: each runs a script end to end
@@ -102,7 +103,8 @@ def test_bench_scale(tmp_path):
               "--true-topics", 5, "-k", 5, "--heldout", 50, "--poll", 0.2)
     assert "44M documents / 33B tokens" in out
     result = json.loads((tmp_path / "scale.json").read_text())
-    assert result["corpus"]["docs"] == 2000 and result["train"]["docs"] == 2000 - 50
+    kept_out = 50 + scale_doc_count(2000 - 50)  # held out, and kept out to fit the learned alpha's scale
+    assert result["corpus"]["docs"] == 2000 and result["train"]["docs"] == 2000 - kept_out
     assert result["memory"]["peak_rss_bytes"] > 0 and result["checkpoints"]
     assert "mean best-match cosine" in out and 0 < result["recovery"]["mean_best_match_cosine"] <= 1
 
