@@ -130,11 +130,13 @@ def training_summary(model: Model) -> str:
 
 def training_documents(model: Model, n_docs: int | None = None) -> int | None:
     """The documents the model is trained on: those of its training store (as the model records
-    it, else `n_docs`) less the held-out ones, at least 1; None if neither gives the number."""
+    it, else `n_docs`) less the held-out ones and those kept out to fit alpha's scale, at least 1;
+    None if neither gives the number."""
     n_docs = (model.attrs.get("store_fingerprint") or {}).get("n_docs") or n_docs
     if not n_docs:
         return None
-    return max(int(n_docs) - int((model.attrs.get("settings") or {}).get("heldout", 0)), 1)
+    settings = model.attrs.get("settings") or {}
+    return max(int(n_docs) - int(settings.get("heldout", 0)) - int(settings.get("scale_docs") or 0), 1)
 
 
 def document_names(store, doc_numbers) -> dict[int, str]:

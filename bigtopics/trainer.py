@@ -309,8 +309,9 @@ class Trainer:
             atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
 
     def write_model(self, *, final: bool = False) -> Path:
-        """model.zarr from the current state; the final one (when the run ends or stops) with alpha
-        at the scale fitted for new documents, snapshots with the learned alpha (the fit takes
+        """model.zarr from the current state; the final one (when the run reaches its end) with alpha
+        at the scale fitted for new documents, snapshots and stopped runs' with the learned alpha (so a
+        stop exits at once; the model is scaled when the resumed run ends; the fit takes
         nine or more left-to-right passes over the kept-out documents, too many for every
         snapshot)."""
         try:
@@ -416,9 +417,10 @@ class Trainer:
                 self._log_metrics(self._metrics_record(
                     final=True, heldout=self.heldout_score() if self.settings.heldout else None))
         attributes = read_json(self.run_dir / MODEL_NAME / "zarr.json").get("attributes") or {}
-        scale_due = bool(len(self.scale_doc_numbers)) and self.priors.updates > 0 and "alpha_scale" not in attributes
+        scale_due = (reached_the_end and bool(len(self.scale_doc_numbers)) and self.priors.updates > 0
+                     and "alpha_scale" not in attributes)
         if self.state.step and (attributes.get("progress") != asdict(self.state) or scale_due):
-            self.write_model(final=True)
+            self.write_model(final=reached_the_end)
 
     def docs_limit(self) -> int:
         return self.settings.document_visits(self.n_training_docs)

@@ -126,8 +126,9 @@ def test_a_run_keeps_its_scale_documents_out_and_writes_the_scaled_alpha(demo_st
 
 @pytest.mark.slow
 def test_snapshots_carry_the_learned_alpha_and_the_end_of_a_run_scales_it(demo_store, tmp_path):
-    """A snapshot written as training goes holds the learned alpha itself; finishing (here after a
-    stop) writes the model again with the fitted factor, though its progress is the snapshot's."""
+    """A snapshot written as training goes holds the learned alpha itself, and so does a stopped
+    run's model; reaching the end writes the model again with the fitted factor, though its
+    progress is the snapshot's."""
     from bigtopics.trainer import Trainer
 
     settings = TrainSettings(n_topics=6, seed=1, epochs=2, optimize_burn_in=2, scale_docs=30)
@@ -143,6 +144,8 @@ def test_snapshots_carry_the_learned_alpha_and_the_end_of_a_run_scales_it(demo_s
     attrs = dict(zarr.open_group(tmp_path / "run" / "model.zarr", mode="r").attrs)
     assert "alpha_scale" not in attrs and attrs["alpha"] == trainer.priors.alpha.tolist()
     trainer.finish(reached_the_end=False)
+    assert "alpha_scale" not in dict(zarr.open_group(tmp_path / "run" / "model.zarr", mode="r").attrs)
+    trainer.finish()
     attrs = dict(zarr.open_group(tmp_path / "run" / "model.zarr", mode="r").attrs)
     factor = attrs["alpha_scale"]["factor"]
     assert attrs["alpha_scale"]["documents"] == 30

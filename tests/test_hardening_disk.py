@@ -39,7 +39,8 @@ from bigtopics.trainer import Trainer
 SPEC = CorpusSpec(n_docs=1200, n_topics=20, n_words=3000, mean_length=60, alpha=0.1, eta=0.02, seed=5)
 # Two epochs, so exclude-own keeps the saved assignments; a checkpoint after every minibatch.
 ARGS = ["-k", "40", "--epochs", "2", "--batch-size", "200", "--seed", "3", "--checkpoint-every", "1",
-        "--keep-checkpoints", "2", "--quiet"]
+        "--keep-checkpoints", "2", "--scale-docs", "0", "--samples", "4", "--quiet"]
+# every document trained, 4 + 4 sweeps: the steps and the table's growth below are counted for them
 MODEL_ARRAYS = ("topic_totals", "topic_word/indptr", "topic_word/indices", "topic_word/data", "word_topic/indptr",
                 "word_topic/indices", "word_topic/data")
 
@@ -351,7 +352,7 @@ def test_a_checkpoint_folder_that_cannot_be_listed_is_not_taken_for_an_empty_one
 def test_a_run_stopped_before_its_first_checkpoint_resumes_from_the_start(corpus, tmp_path, uninterrupted):
     run = tmp_path / "run"
     trainer = Trainer(corpus, run, TrainSettings(n_topics=40, epochs=2, batch_size=200, seed=3, checkpoint_every="1",
-                                                 keep_checkpoints=2), quiet=True)
+                                                 keep_checkpoints=2, scale_docs=0, samples=4), quiet=True)  # as ARGS
     trainer.start()  # settings, table and assignments written: killed here, before the first checkpoint
     trainer.lock.release()
     trainer.executor.close()

@@ -36,7 +36,7 @@ def model_arrays(run_dir):
 @pytest.mark.slow
 def test_recovers_the_true_topics_of_a_synthetic_corpus(corpus, tmp_path):
     """Mean best-match cosine similarity between true and learned p(w|k) must reach 0.9."""
-    settings = TrainSettings(n_topics=SPEC.n_topics, epochs=4, batch_size=250, tau0=1, seed=3)
+    settings = TrainSettings(n_topics=SPEC.n_topics, epochs=4, batch_size=250, tau0=1, seed=3, scale_docs=0)
     train(corpus, tmp_path / "run", settings, quiet=True)
     model = load_model(tmp_path / "run")
     learned = np.stack([model.word_probabilities(k) for k in range(model.n_topics)])
@@ -169,7 +169,7 @@ def test_overwrite_never_deletes_a_users_folder(corpus, tmp_path):
 
 def test_heldout_documents_are_scored_as_training_goes(corpus, tmp_path):
     settings = TrainSettings(n_topics=SPEC.n_topics, epochs=2, batch_size=250, tau0=1, heldout=300,
-                             heldout_every="4")
+                             heldout_every="4", scale_docs=0)
     trainer = Trainer(corpus, tmp_path / "run", settings, quiet=True)
     trainer.run()
     assert trainer.n_training_docs == SPEC.n_docs - 300
