@@ -16,7 +16,8 @@ likelihood prior of that one number with the topics phi fixed. c runs over power
 1/8 to 8, and on by doubling (halving) while the best is the largest (smallest) tried, up to
 2^10 (2^-10); then over the two factors sqrt 2 either side of the best. Every factor scores the
 same documents with the same random streams, so the comparison is between the factors and not
-between the draws. The fit runs once, when the run reaches its end. `infer`, `evaluate` and the exports read c* alpha as the model's alpha.
+between the draws. The fit runs once, when the run reaches its end. `infer`, `evaluate` and the
+exports read c* alpha as the model's alpha.
 """
 
 from __future__ import annotations

@@ -308,8 +308,8 @@ def local_step_options(fn):
 @click.option("--scale-docs", type=int,
               help="Documents kept out of training to fit the learned alpha's scale for new documents: the "
                    "model's alpha is the learned alpha_k times the factor that scores them best left to right; 0: "
-                   "the learned alpha as it is.  [default: 1% of the documents not held out, at least 20 and at most 1000; "
-                   "none from fewer than 1000 or without a learned alpha]")
+                   "the learned alpha as it is.  [default: 1% of the documents not held out, at least 20 and at "
+                   "most 1000; none from fewer than 1000 or without a learned alpha]")
 @click.option("--local-step", type=click.Choice(list(LOCAL_STEPS)),
               help="Per-document inference: " + "; ".join(f"{name}: {step.summary}" for name, step in LOCAL_STEPS.items())
                    + ".  [default: gibbs]")
