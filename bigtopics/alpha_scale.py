@@ -44,6 +44,11 @@ def scale_documents(n_docs: int, n_scale: int, seed: int, heldout: np.ndarray) -
     return np.sort(drawn[~np.isin(drawn, heldout)][:n_scale]).astype(np.int64)
 
 
+def scaled_alpha(alpha: np.ndarray, factor: float) -> np.ndarray:
+    """factor x alpha within the priors' bounds: the model's alpha, and what each factor is scored with."""
+    return np.clip(factor * alpha, MIN_PRIOR, MAX_PRIOR)
+
+
 def fit_alpha_scale(source, batch: Minibatch, alpha: np.ndarray, eta: float, seed: int, *,
                     particles: int = PARTICLES, n_workers: int = 1) -> tuple[float, dict[float, float]]:
     """(c*, {factor: log-likelihood per token}) of the documents in `batch` under the topics of
@@ -53,10 +58,9 @@ def fit_alpha_scale(source, batch: Minibatch, alpha: np.ndarray, eta: float, see
 
     def score(j: int) -> None:
         if j not in scores:
-            scaled = np.clip(2.0 ** (j / 2) * alpha, MIN_PRIOR, MAX_PRIOR)  # as the model will hold it
-            total, tokens = heldout_loglik(source, batch, alpha=scaled, eta=eta, seed=seed,
-                                           method="left-to-right", particles=particles, resample=False,
-                                           n_workers=n_workers)
+            total, tokens = heldout_loglik(source, batch, alpha=scaled_alpha(alpha, 2.0 ** (j / 2)), eta=eta,
+                                           seed=seed, method="left-to-right", particles=particles,
+                                           resample=False, n_workers=n_workers)
             scores[j] = total / max(tokens, 1)
 
     for j in COARSE_STEPS:

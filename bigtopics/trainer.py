@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .alpha_scale import fit_alpha_scale, scale_documents
+from .alpha_scale import fit_alpha_scale, scale_documents, scaled_alpha
 from .assignments import SavedAssignments, topic_dtype
 from .atomic import DiskFullError, atomic_write_bytes, is_disk_full, no_space
 from .checkpoints import (START_OF_RUN, CheckpointError, CheckpointInfo, load_latest_checkpoint, never_checkpointed,
@@ -41,7 +41,7 @@ from .progress import Progress
 from .reader import read_documents
 from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, RunLock, RunState, fresh_dir,
                      read_metrics, read_settings)
-from .settings import MAX_PRIOR, MIN_PRIOR, TrainSettings, learning_rate, parse_interval, recorded_settings
+from .settings import TrainSettings, learning_rate, parse_interval, recorded_settings
 from .store import open_store
 from .topic_word import TopicWordTable
 from .resources import check_resources
@@ -497,7 +497,7 @@ class Trainer:
                                          n_workers=thread_count(s.workers))
         record = {"factor": factor, "documents": len(self.scale_doc_numbers), "training_alpha_sum": float(alpha.sum()),
                   "loglik_per_token": [[f, v] for f, v in scores.items()]}
-        return np.clip(factor * alpha, MIN_PRIOR, MAX_PRIOR), record
+        return scaled_alpha(alpha, factor), record
 
     def minibatches(self, epoch: int, skip: int = 0):
         """The executor's work items for the minibatches of an epoch, from the `skip`-th on."""
