@@ -297,8 +297,8 @@ def skewed(tmp_path_factory):
 
 
 # every local step that learns alpha, with the options it takes (the variational steps learn alpha only)
-LEARNING_STEPS = {"buckets": {}, "alias": {"sampler": "alias"}, "mh": {"sampler": "mh", "samples": 4},
-                  "word-major": {"sampler": "word-major"},
+LEARNING_STEPS = {"buckets": {"sampler": "buckets"}, "alias": {"sampler": "alias"},
+                  "mh": {"sampler": "mh", "samples": 4}, "word-major": {"sampler": "word-major"},
                   "vb": {"local_step": "vb", "optimize_eta": False},
                   "lsparse": {"local_step": "lsparse", "top_l": 3, "optimize_eta": False}}
 
