@@ -146,6 +146,36 @@ def test_a_lost_scatter_is_tried_again_and_a_task_error_is_not(monkeypatch):
     assert executor.figures["minibatches_submitted_again"] == 2 + RETRIES
 
 
+def test_a_scatter_to_a_worker_removed_before_the_scheduler_heard_of_it_is_sent_again():
+    """The race CI met: a direct scatter's data reached a worker, the scheduler removed the
+    worker, and then the scatter told the scheduler where the data was (KeyError in
+    Scheduler.update_data). Forced here on a real scheduler: the removal happens inside
+    update_data's handler, before the real one runs. The scatter is sent again, to the workers
+    left."""
+    from bigtopics.executors.cluster import ScatterFailed, _scattered, _scatter_until_sent
+
+    cluster = distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None)
+    scheduler = cluster.scheduler
+    update_data, removed = scheduler.handlers["update_data"], []
+
+    async def removing_a_holder_first(who_has, **kwargs):
+        if not removed:
+            holder = sorted({w for workers in who_has.values() for w in workers})[0]
+            removed.append(holder)
+            await scheduler.remove_worker(holder, stimulus_id="test-race", close=False)
+        return update_data(who_has=who_has, **kwargs)
+
+    scheduler.handlers["update_data"] = removing_a_holder_first
+    with distributed.Client(cluster) as client:
+        with pytest.raises(ScatterFailed, match="left the cluster"):
+            _scattered(client.scatter, np.arange(5), broadcast=True, direct=True, hash=False)
+        removed.clear()
+        sent = _scatter_until_sent(client, np.arange(7))
+        assert len(removed) == 1 and np.array_equal(sent.result(), np.arange(7))
+        assert removed[0] not in {w for workers in client.who_has([sent]).values() for w in workers}
+    cluster.close()
+
+
 def test_every_scatter_has_its_own_keys(store, client, tmp_path, monkeypatch):
     """Two runs on one cluster each send the workers a whole table: scattered under keys of their
     own, never under the table's field names, which a second scatter would claim as a copy of

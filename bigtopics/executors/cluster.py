@@ -380,12 +380,16 @@ class ScatterFailed(OSError):
 
 
 def _scattered(send, *args, **options):
-    """send(*args, **options) (a scatter, or waiting on one), its OSError (a dead worker's
-    connection timing out) raised as ScatterFailed, apart from the OSErrors a task raises."""
+    """send(*args, **options) (a scatter, or waiting on one), raised as ScatterFailed when a
+    worker it was sent to died: an OSError (the dead worker's connection timing out), or the
+    scheduler's KeyError for a worker it removed after the data reached it and before the
+    scatter told it where the data is (Scheduler.update_data looks each holder up)."""
     try:
         return send(*args, **options)
     except OSError as error:
         raise ScatterFailed(f"a scatter to the workers failed: {error}") from error
+    except KeyError as error:
+        raise ScatterFailed(f"a scatter to the workers failed: worker {error} left the cluster") from error
 
 
 def _may_try_again(client, attempt: int) -> bool:
