@@ -20,13 +20,15 @@ import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from .alpha_scale import fit_alpha_scale, scale_documents, scaled_alpha
-from .assignments import SavedAssignments, topic_dtype
+from .assignments import SavedAssignments
 from .atomic import DiskFullError, atomic_write_bytes, is_disk_full, no_space
+from .checkpoint_checks import check_checkpoint, checkpoint_limits
 from .checkpoints import (START_OF_RUN, CheckpointError, CheckpointInfo, load_latest_checkpoint, never_checkpointed,
                           remove_temporaries, save_checkpoint)
 from .executors import Executor, StepTask, make_executor
@@ -164,7 +166,8 @@ class Trainer:
         if never_checkpointed(run_dir):
             self._restart()
             return
-        meta, arrays, info = load_latest_checkpoint(run_dir, self._checkpoint_limits(), self._check_checkpoint)
+        meta, arrays, info = load_latest_checkpoint(run_dir, checkpoint_limits(self.settings, self.store),
+                                                    partial(check_checkpoint, self.settings, self.store))
         saved = arrays.pop("saved_assignments", None)
         prior_arrays = {name: arrays.pop(name) for name in list(arrays) if name.startswith("prior_")}
         self.priors = LearnedPriors.from_checkpoint(self.settings, meta.get("priors"), prior_arrays)
@@ -200,47 +203,6 @@ class Trainer:
         self.resumed_from = START_OF_RUN
         self._write_settings()
         self.write_checkpoint()  # the first checkpoint, before the first minibatch
-
-    def _checkpoint_limits(self) -> dict:
-        """The most elements each array of this run's checkpoints can have (read_checkpoint)."""
-        k, v = self.settings.n_topics, self.store.n_words
-
-        def entries(arrays):  # as the row pointers read before them say, and never beyond K x V
-            indptr = arrays.get("indptr")
-            return min(k * v, int(indptr[-1])) if indptr is not None and len(indptr) else k * v
-
-        limits = {"indptr": v + 1, "topics": entries, "stored_values": entries, "topic_sums": k}
-        if self.settings.exclude_own:
-            limits["saved_assignments"] = self.store.n_tokens
-        if self.settings.optimize_alpha:
-            limits["prior_alpha"] = k
-        return limits
-
-    def _check_checkpoint(self, meta: dict, arrays: dict) -> None:
-        """ValueError unless a checkpoint's content can be this run's (load_latest_checkpoint sets a
-        checkpoint that fails aside as damaged, before anything is allocated from its sizes)."""
-        k, v = self.settings.n_topics, self.store.n_words
-        state, scalars = meta.get("state"), meta.get("table_scalars")
-        fields = set(RunState.__dataclass_fields__)
-        if not (isinstance(state, dict) and set(state) == fields and isinstance(scalars, dict)):
-            raise ValueError("a manifest without the run's state and the table's scalars")
-        if not all(type(state[f]) is int and state[f] >= 0 for f in fields - {"seconds"}) or not (
-                isinstance(state["seconds"], (int, float)) and state["seconds"] >= 0):
-            raise ValueError(f"a run state of impossible values ({state})")
-        if (scalars.get("n_topics"), scalars.get("n_words")) != (k, v):
-            raise ValueError(f"a table of {scalars.get('n_topics')} topics x {scalars.get('n_words')} words, "
-                             f"this run's has {k} x {v}")
-        if meta.get("store_fingerprint") != self.store.fingerprint():
-            raise ValueError("written for another store")
-        LearnedPriors.check(self.settings, meta.get("priors"), arrays)
-        TopicWordTable.check_state({**{n: a for n, a in arrays.items() if not n.startswith("prior_")}, **scalars})
-        saved = arrays.get("saved_assignments")
-        if self.settings.exclude_own:
-            dtype = topic_dtype(k)
-            if saved is None or saved.dtype != dtype or saved.shape != (self.store.n_tokens,):
-                raise ValueError(f"the saved assignments are not {self.store.n_tokens} {dtype}")
-            if len(saved) and ((saved >= k) & (saved != np.iinfo(dtype).max)).any():
-                raise ValueError("saved assignments with topic ids out of range")
 
     def _resume_hint(self, error: DiskFullError) -> DiskFullError:
         """Complete a full disk's one-line error with how to go on."""
