@@ -383,7 +383,8 @@ def _scattered(send, *args, **options):
     """send(*args, **options) (a scatter, or waiting on one), raised as ScatterFailed when a
     worker it was sent to died: an OSError (the dead worker's connection timing out), or the
     scheduler's KeyError for a worker it removed after the data reached it and before the
-    scatter told it where the data is (Scheduler.update_data looks each holder up)."""
+    scatter told it where the data is (Scheduler.update_data, and replicate for a broadcast,
+    look each worker up)."""
     try:
         return send(*args, **options)
     except OSError as error:
