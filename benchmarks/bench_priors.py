@@ -155,6 +155,8 @@ def main() -> None:
     parser.add_argument("--section-tokens", type=int, default=0, help="cut documents into sections (books)")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bigtopics-bench"))
     parser.add_argument("--heldout-docs", type=int, default=1000)
+    parser.add_argument("--train-docs", type=int, default=0,
+                        help="train on a seeded sample of this many of the other documents (default: all)")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--update-cost", action="store_true", help="measure the cost of the updates only")
     parser.add_argument("--seed", type=int, default=0)
@@ -168,7 +170,7 @@ def main() -> None:
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     store = Path(args.store) if args.store else peers.ensure_store(Path(args.corpus), cache, args.section_tokens)
-    train_store, heldout_path = peers.prepare_split(store, args.heldout_docs, args.seed, cache)
+    train_store, heldout_path = peers.prepare_split(store, args.heldout_docs, args.seed, cache, args.train_docs)
     heldout, _ = peers.load_heldout(heldout_path)
     truth = peers.true_topics(store, train_store)
     work = Path(tempfile.mkdtemp(prefix="priors-", dir=cache))
@@ -198,7 +200,7 @@ def main() -> None:
                       "alpha_sum": float(np.sum(np.broadcast_to(alpha, (k,)))), "eta": eta,
                       **score(p, alpha, heldout, train_store, truth, args.seed),
                       "corpus": Path(args.store).name if args.store else Path(args.corpus).parent.name,
-                      "machine": platform.node()}
+                      **({"train_docs": args.train_docs} if args.train_docs else {}), "machine": platform.node()}
             print(json.dumps(result), flush=True)
             if args.output:
                 with open(args.output, "a") as f:

@@ -42,22 +42,32 @@ EVAL_ETA = 1e-30
 
 
 # -- the split -------------------------------------------------------------------------------
-def prepare_split(source_path, n_heldout: int, seed: int, cache: Path) -> tuple[Path, Path]:
-    """(training store, held-out .npz) for the store at source_path, built once into `cache`."""
+def prepare_split(source_path, n_heldout: int, seed: int, cache: Path, n_train: int = 0) -> tuple[Path, Path]:
+    """(training store, held-out .npz) for the store at source_path, built once into `cache`. With
+    n_train > 0 only a seeded sample of n_train of the other documents is trained on (a smaller
+    corpus with the same held-out documents)."""
     source = open_store(source_path)
     if not 0 < n_heldout < source.n_docs:
         raise ValueError(f"cannot hold out {n_heldout} of the {source.n_docs} documents of {source.path}")
-    key = json.dumps([str(source.path.resolve()), source.fingerprint(), n_heldout, seed], sort_keys=True)
-    stem = f"{source.path.stem}-h{n_heldout}-s{seed}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    if n_train and not 0 < n_train < source.n_docs - n_heldout:
+        raise ValueError(f"cannot train on {n_train} of the {source.n_docs - n_heldout} documents not held out")
+    key = json.dumps([str(source.path.resolve()), source.fingerprint(), n_heldout, seed]
+                     + ([n_train] if n_train else []), sort_keys=True)
+    stem = (f"{source.path.stem}-h{n_heldout}" + (f"-t{n_train}" if n_train else "")
+            + f"-s{seed}-{hashlib.sha1(key.encode()).hexdigest()[:8]}")
     train_path, heldout_path = cache / f"{stem}-train.zarr", cache / f"{stem}-heldout.npz"
     if train_path.exists() and heldout_path.exists():
         return train_path, heldout_path
     held = heldout_documents(source.n_docs, n_heldout, seed)
-    is_held = np.zeros(source.n_docs, bool)
-    is_held[held] = True
+    is_trained = np.ones(source.n_docs, bool)
+    is_trained[held] = False
+    if n_train:
+        chosen = np.random.default_rng([seed, n_train]).choice(np.flatnonzero(is_trained), n_train, replace=False)
+        is_trained[:] = False
+        is_trained[chosen] = True
     term_counts = np.zeros(source.n_words, np.int64)
     doc_freqs = np.zeros(source.n_words, np.int64)
-    for block, keep in _training_rows(source, is_held):
+    for block, keep in _training_rows(source, is_trained):
         mask = _entry_mask(block, keep)
         words = block.indices[mask]
         term_counts += np.bincount(words, weights=block.data[mask], minlength=source.n_words).astype(np.int64)
@@ -69,14 +79,15 @@ def prepare_split(source_path, n_heldout: int, seed: int, cache: Path) -> tuple[
                          count_dtype=source.group["data"].dtype, docs_per_chunk=source.docs_per_block,
                          overwrite=True)
     with writer:
-        for block, keep in _training_rows(source, is_held):
+        for block, keep in _training_rows(source, is_trained):
             mask = _entry_mask(block, keep)
             lengths = np.diff(block.indptr)[keep]
             writer.append(np.concatenate([[0], np.cumsum(lengths)]), new_id[block.indices[mask]],
                           block.data[mask], source.doc_ids(block.start, block.start + block.n_docs)[keep])
         writer.commit(source.vocab[kept_words], term_counts[kept_words], doc_freqs[kept_words],
                       attrs={"settings": source.settings,
-                             "split": {"source": str(source.path.resolve()), "heldout": n_heldout, "seed": seed}})
+                             "split": {"source": str(source.path.resolve()), "heldout": n_heldout, "seed": seed,
+                                       **({"train": n_train} if n_train else {})}})
     batch = read_documents(source, held)
     seen = new_id[batch.words] >= 0
     entry_doc = np.repeat(np.arange(batch.n_docs), np.diff(batch.indptr))
@@ -88,10 +99,10 @@ def prepare_split(source_path, n_heldout: int, seed: int, cache: Path) -> tuple[
     return train_path, heldout_path
 
 
-def _training_rows(store, is_held):
-    """(block, mask of its documents that are trained on: not held out, not empty)."""
+def _training_rows(store, is_trained):
+    """(block, mask of its documents that are trained on: chosen for training, not empty)."""
     for block in store.iter_blocks():
-        yield block, ~is_held[block.start:block.start + block.n_docs] & (np.diff(block.indptr) > 0)
+        yield block, is_trained[block.start:block.start + block.n_docs] & (np.diff(block.indptr) > 0)
 
 
 def _entry_mask(block, keep_docs: np.ndarray) -> np.ndarray:

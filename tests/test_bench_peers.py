@@ -85,6 +85,20 @@ def test_split_trains_on_the_complement_over_the_training_vocabulary(tmp_path):
     assert heldout.words.max() < len(vocab)
 
 
+def test_a_smaller_training_set_keeps_the_held_out_documents(tmp_path):
+    source = write_clustered_store(tmp_path / "source.zarr")
+    full_train, full_heldout = peers.prepare_split(source, 20, seed=3, cache=tmp_path)
+    train_path, heldout_path = peers.prepare_split(source, 20, seed=3, cache=tmp_path, n_train=40)
+    assert train_path != full_train
+    held = peers.load_heldout(heldout_path)[0].doc_numbers
+    assert held.tolist() == peers.load_heldout(full_heldout)[0].doc_numbers.tolist()
+    ids = list(open_store(train_path).doc_ids())
+    assert 39 <= len(ids) <= 40  # the empty document, if chosen, is dropped
+    assert set(ids) < set(open_store(full_train).doc_ids())
+    with pytest.raises(ValueError, match="cannot train on 130"):
+        peers.prepare_split(source, 20, seed=3, cache=tmp_path, n_train=130)
+
+
 def test_bench_peers_runs_every_system_on_a_tiny_store(tmp_path):
     source = write_clustered_store(tmp_path / "source.zarr")
     out = tmp_path / "out.json"
