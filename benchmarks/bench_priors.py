@@ -28,6 +28,9 @@ recovery (peers.recovery: the mean best-match cosine). Systems:
 gives them (one epoch: learned alpha at rho_t, no exclude-own) instead of for --seconds, and
 prints alpha_0 at steps 1, 2, 4, ... (how the learned prior moves through a long epoch).
 
+--train-docs N trains every system on a seeded sample of N of the documents not held out (the
+same held-out documents): how an effect follows the corpus's size.
+
 --update-cost trains bigtopics with learned priors for --seconds and reports the time the
 updates took (the trainer's "priors" phase, which also builds the sweep's counts) against the
 time per minibatch.
