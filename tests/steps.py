@@ -3,11 +3,13 @@
 from bigtopics.local_steps import LOCAL_STEPS
 
 
-def run_step(name, batch, frozen, doc_seeds, *, alpha, n_workers=1, epochs=1, **options):
-    """The named step with `options` on the batch: its StepResult."""
+def run_step(name, batch, frozen, doc_seeds, *, alpha, n_workers=1, epochs=1, previous_topics=None, **options):
+    """The named step with `options` on the batch (its chains continued from previous_topics, if
+    given): its StepResult."""
     step = LOCAL_STEPS[name](**options).resolved(epochs)
     step.validate(frozen.n_topics)
-    return step.run(batch, frozen, doc_seeds, alpha=alpha, n_workers=n_workers)
+    extra = {} if previous_topics is None else {"previous_topics": previous_topics}
+    return step.run(batch, frozen, doc_seeds, alpha=alpha, n_workers=n_workers, **extra)
 
 
 def gibbs_local_step(batch, frozen, doc_seeds, *, alpha, n_workers=1, **options):

@@ -95,6 +95,9 @@ def test_a_smaller_training_set_keeps_the_held_out_documents(tmp_path):
     ids = list(open_store(train_path).doc_ids())
     assert 39 <= len(ids) <= 40  # the empty document, if chosen, is dropped
     assert set(ids) < set(open_store(full_train).doc_ids())
+    (tmp_path / "again").mkdir()
+    again, _ = peers.prepare_split(source, 20, seed=3, cache=tmp_path / "again", n_train=40)
+    assert list(open_store(again).doc_ids()) == ids  # the sample is the seed's
     with pytest.raises(ValueError, match="cannot train on 130"):
         peers.prepare_split(source, 20, seed=3, cache=tmp_path, n_train=130)
 

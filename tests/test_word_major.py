@@ -5,10 +5,10 @@ bucket-sampler comparisons in tests/test_alias_gibbs.py, the contract in tests/t
 import numpy as np
 import pytest
 
-from bigtopics.kernels.sparse_stats import merge_pairs
 from bigtopics.local_steps.gibbs import gibbs_sample
 from bigtopics.minibatch import Minibatch
 from bigtopics.settings import TrainSettings
+from steps import gibbs_local_step
 
 from .test_alias_gibbs import random_batch
 from .test_gibbs import freeze, sparse_topic_word
@@ -82,12 +82,9 @@ def test_a_chain_started_anywhere_reaches_the_exact_posterior():
     batch, frozen, exact = short_document_copies([0, 0, 1, 3], 3, 0.6, alpha, 0.5, n_copies, seed=14)
     initial = np.zeros(4 * n_copies, np.int32)  # every token in topic 0
     # 30 burn-in sweeps, as the cold starts there: after 8 the start still shows (0.02 here)
-    tallies = gibbs_sample(batch, frozen, batch.doc_seeds(7, 0), alpha=alpha, burnin=30, samples=4,
-                           sampler="word-major", n_workers=2, initial=initial)
-    # only each document's first sizes[d] pairs are written: merge_pairs reads those, as the step does
-    words, topics, counts = merge_pairs(tallies.words, tallies.topics, tallies.counts, tallies.starts, tallies.sizes,
-                                        len(frozen.words), 3)
-    estimate = counts_per_copy(frozen.words[words], topics, counts / 4, n_copies, 3)
+    stats = gibbs_local_step(batch, frozen, batch.doc_seeds(7, 0), alpha=alpha, burnin=30, samples=4,
+                             sampler="word-major", n_workers=2, previous_topics=initial)
+    estimate = counts_per_copy(stats.words, stats.topics, stats.values, n_copies, 3)
     np.testing.assert_allclose(estimate, exact, atol=0.012)
 
 
