@@ -26,7 +26,7 @@ import numpy as np
 
 from .heldout import heldout_loglik
 from .minibatch import Minibatch
-from .settings import MAX_PRIOR, MIN_PRIOR
+from .options import MAX_PRIOR, MIN_PRIOR
 
 COARSE_STEPS = np.arange(-6, 7, 2)  # factors sqrt(2)^j: 1/8 .. 8, widened while the best is on an edge
 MAX_STEPS = 20  # up to 2^10 either way

@@ -22,7 +22,7 @@ import numpy as np
 
 from .checkpoints import CheckpointError
 from .local_steps import LOCAL_STEPS
-from .settings import OptionError
+from .options import OptionError, parse_interval
 from .store import StoreError
 
 
@@ -342,7 +342,7 @@ def local_step_options(fn):
 @user_errors
 def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwrite, quiet, storage_options, **given):
     """Train a topic model on STORE (written by `bigtopics ingest`), or resume a run."""
-    from .settings import TrainSettings, parse_interval
+    from .settings import TrainSettings
     from .trainer import Trainer, summary
 
     given = {k: v for k, v in given.items() if v is not None}

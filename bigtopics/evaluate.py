@@ -20,6 +20,7 @@ from .executors.cluster import connected
 from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
 from .model import Model, alpha_attribute, load_model
+from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
 from .outputs import canonical_location, check_output_file, is_url, output_kind
 from .rundir import SETTINGS_NAME
 from .workers import use_threads
@@ -33,10 +34,8 @@ MAX_TOP_WORDS = 1000
 
 def validate_options(*, heldout_docs: int, methods, particles: int, top_n: int, prominence_threshold: float,
                      sample_docs: int, seed: int, workers: int) -> None:
-    """evaluate's numeric options finite and in range (settings.py's bounds), each failure one
+    """evaluate's numeric options finite and in range (options.py's bounds), each failure one
     line naming the option as the CLI spells it."""
-    from .settings import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
-
     check_integer(heldout_docs, "--heldout-docs", 1, MAX_COUNT)
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:

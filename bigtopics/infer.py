@@ -55,6 +55,7 @@ from .local_steps.gibbs import gibbs_sample
 from .minibatch import Minibatch, gather_rows
 from .reader import read_ahead
 from .model import Model, alpha_attribute, load_model
+from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
 from .outputs import Location, NewGroup, OutputLock, check_output, is_url, locate
 from .executors.cluster import connected
 from .progress import Progress
@@ -83,10 +84,8 @@ class InferSettings:
     workers: int = 0  # 0: all cores
 
     def validate(self) -> None:
-        """Every option finite and in range (settings.py's bounds), each failure one line naming
+        """Every option finite and in range (options.py's bounds), each failure one line naming
         the option as the CLI spells it."""
-        from .settings import MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
-
         check_real(self.threshold, "--threshold", 0.0, 1.0, high_open=True, text="in [0, 1)")
         check_integer(self.burnin, "--burnin", 0, MAX_SWEEPS)
         check_integer(self.samples, "--samples", 1, MAX_SWEEPS)
@@ -232,8 +231,6 @@ def infer(run, store_path, output, settings: InferSettings | None = None, *, ove
     with the same result. Returns a summary (documents, parts computed now and reused from an
     interrupted run, nnz, output).
     """
-    from .settings import MAX_COUNT, check_integer
-
     settings = settings or InferSettings()
     settings.validate()
     check_integer(part_tokens, "--part-tokens", 1, MAX_COUNT)

@@ -31,7 +31,7 @@ import zarr
 
 from .atomic import is_disk_full, no_space, publish_dir, temporary_sibling
 from .kernels.csr import transpose_csr
-from .settings import MAX_TOPICS
+from .options import MAX_TOPICS
 from .store import CSR_ENCODING, StoreError, check_format, default_compressors
 
 MODEL_FORMAT_VERSION = 1

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernels.dirichlet import alpha_fixed_point, dirichlet_fixed_point, eta_fixed_point
-from .settings import MAX_PRIOR, MIN_PRIOR
+from .options import MAX_PRIOR, MIN_PRIOR
 from .stats import ExpectedLogTheta, PriorCounts
 
 MAX_ITERATIONS = 50

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import asdict, dataclass, field, fields
 
 from .local_steps import LOCAL_STEPS, LocalStep
-from .local_steps.gibbs import SAMPLING_DEFAULTS
+from .local_steps.gibbs import ONE_PASS, REVISITING
+from .options import (MAX_COUNT, MAX_EPOCHS, MAX_PRIOR, MAX_TAU0, MAX_TOPICS, MAX_WORKERS, MIN_GEOMETRIC_ETA,
+                      MIN_PRIOR, MIN_RESET_BELOW, OptionError, check_integer, check_real, check_seed, is_real_number,
+                      parse_interval, shown)
 
 # The default document-topic prior sums to this over the topics (alpha = 5 / K), as MALLET's. With
 # a fixed alpha, documents spread over more topics as K grows (alpha K pseudo-counts against their
@@ -15,25 +16,7 @@ from .local_steps.gibbs import SAMPLING_DEFAULTS
 # the defaults).
 ALPHA_SUM = 5.0
 
-# Bounds of the numeric options, checked by `validate` (here, in each local step, in infer.py and
-# evaluate.py) before any work: wide enough for any real run, narrow enough that no value reaches
-# the kernels as inf, NaN, an int64 that overflows or a prior whose products underflow to 0 (a
-# zero total mass is a draw out of bounds in the sampler).
-MIN_PRIOR, MAX_PRIOR = 1e-10, 1e6
-# e^psi(eta) ~ e^(-1/eta) underflows for small eta: the geometric estimate of beta (gibbs
-# --beta-estimate geometric, vb, lsparse) needs eta at least this (e^psi(0.005) ~ 1e-87).
-MIN_GEOMETRIC_ETA = 0.005
-MAX_TOPICS = 1_000_000
-MAX_EPOCHS = 1_000_000
-MAX_WORKERS = 4096
-MAX_SWEEPS = 10_000  # burnin, samples, iterations, MH steps, particles per document
-MAX_COUNT = 1 << 50  # documents, minibatches and the like: beyond any corpus, far inside int64
-MAX_TAU0 = 1e9
-MIN_RESET_BELOW = 1e-100  # pi below this would take the stored values M = N / pi towards overflow
-MAX_INTERVAL_SECONDS = 10 * 365 * 86400.0
-SEED_LIMIT = 2**63
-
-# A run that revisits its documents (exclude-own) takes minibatches of SAMPLING_DEFAULTS' 2048
+# A run that revisits its documents (exclude-own) takes minibatches of REVISITING.batch_size, 2048
 # documents, which average more of the corpus into each update (on book sections at K = 100:
 # 0.03-0.055 nats per held-out token ahead of 512 after 120 s), unless the run would then make
 # fewer than MIN_MINIBATCHES updates in all: a short run needs updates more than averages (ten
@@ -46,7 +29,7 @@ SMALLEST_REVISIT_BATCH = 512
 
 def revisit_batch_size(document_visits: int) -> int:
     """The default batch size of a run that revisits its documents and visits this many in all."""
-    return max(SMALLEST_REVISIT_BATCH, min(SAMPLING_DEFAULTS[True][0], document_visits // MIN_MINIBATCHES))
+    return max(SMALLEST_REVISIT_BATCH, min(REVISITING.batch_size, document_visits // MIN_MINIBATCHES))
 
 
 # A run with a learned alpha keeps 1% of its documents out of training to fit the scale of alpha for
@@ -64,60 +47,6 @@ def scale_doc_count(n_docs: int) -> int:
     if n_docs < SMALLEST_SCALED_CORPUS:
         return 0
     return min(MAX_SCALE_DOCS, max(MIN_SCALE_DOCS, int(n_docs * SCALE_DOC_SHARE)))
-
-
-class OptionError(ValueError):
-    """An option's value out of its range or of the wrong kind: a usage error (the CLI exits with
-    status 2 for it, 1 for failures at run time)."""
-
-
-def _shown(value) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
-
-
-def _is_number(value) -> bool:
-    """A real number, not a bool: what a default may be computed from before validate() runs."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def check_integer(value, flag: str, low: int, high: int | None = None, what: str = "") -> None:
-    """Raise OptionError (one line naming `flag`, and `what` it is) unless `value` is an integer
-    in [low, high]."""
-    prefix = f"{flag}: {what}" if what else flag
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise OptionError(f"{prefix} must be a whole number (got {_shown(value)})")
-    if value < low:
-        raise OptionError(f"{prefix} must be at least {low:,} (got {value})")
-    if high is not None and value > high:
-        raise OptionError(f"{prefix} must be at most {high:,} (got {value})")
-
-
-def check_real(value, flag: str, low: float, high: float | None = None, *, low_open: bool = False,
-               high_open: bool = False, text: str | None = None) -> None:
-    """Raise OptionError (one line naming `flag`) unless `value` is a finite number in the range
-    from low to high (each end open or closed); `text` words the range instead."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise OptionError(f"{flag} must be a number (got {_shown(value)})")
-    try:
-        finite = math.isfinite(value)
-    except OverflowError:  # an int beyond any float
-        finite = False
-    if not finite:
-        raise OptionError(f"{flag} must be a finite number (got {value:g})" if isinstance(value, float)
-                         else f"{flag} must be a finite number (got an integer of {len(str(value))} digits)")
-    below = value <= low if low_open else value < low
-    above = high is not None and (value >= high if high_open else value > high)
-    if below or above:
-        if text is None:
-            first = ("positive" if low == 0 else f"above {low:g}") if low_open else (
-                "non-negative" if low == 0 else f"at least {low:g}")
-            text = first + ("" if high is None else f" and {'below' if high_open else 'at most'} {high:g}")
-        raise OptionError(f"{flag} must be {text} (got {value:g})")
-
-
-def check_seed(value, flag: str = "--seed") -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < SEED_LIMIT:
-        raise OptionError(f"{flag} must be a whole number in [0, 2**63) (got {_shown(value)})")
 
 
 @dataclass(init=False)
@@ -145,7 +74,7 @@ class TrainSettings:
     # None: scale_doc_count of the documents not held out when alpha is learned, else 0 (settle_scale_docs)
     kappa: float = 0.51  # with tau0 1: ahead of the paper's 0.6 / 64 at every budget (benchmarks/RESULTS.md)
     tau0: float = 1.0
-    batch_size: int | None = None  # None: from SAMPLING_DEFAULTS; revisiting, settled by settle_batch_size
+    batch_size: int | None = None  # None: ONE_PASS's; revisiting, settled by settle_batch_size
     shard_docs: int = 0  # documents per shard of a minibatch for executors that spread one (plan.py); 0: one shard
     seed: int = 0
     epochs: int = 1
@@ -187,14 +116,14 @@ class TrainSettings:
             self.optimize_alpha = step.learns_alpha_by_default
         if self.optimize_passes is None:
             self.optimize_passes = 1.0 if self.epochs > 1 else 0.0
-        if self.alpha is None and _is_number(self.n_topics) and self.n_topics >= 1:
+        if self.alpha is None and is_real_number(self.n_topics) and self.n_topics >= 1:
             self.alpha = ALPHA_SUM / self.n_topics
-        if self.optimize_alpha and self.min_alpha_sum is None and _is_number(self.alpha) and _is_number(self.n_topics):
+        if self.optimize_alpha and self.min_alpha_sum is None and is_real_number(self.alpha) and is_real_number(self.n_topics):
             self.min_alpha_sum = self.n_topics * self.alpha  # docs/design.md, "Learned priors": why a floor
         if self.eta is None:
             self.eta = step.default_eta()
         if self.batch_size is None and not step.keeps_assignments:
-            self.batch_size = SAMPLING_DEFAULTS[False][0]
+            self.batch_size = ONE_PASS.batch_size
 
     def settle_batch_size(self, n_training_docs: int) -> None:
         """Fill in the batch size of a run that revisits its documents (revisit_batch_size), once
@@ -249,7 +178,7 @@ class TrainSettings:
         check_seed(self.seed)
         for flag, value in (("--optimize-alpha", self.optimize_alpha), ("--optimize-eta", self.optimize_eta)):
             if not isinstance(value, bool):
-                raise OptionError(f"{flag} must be on or off (got {_shown(value)})")
+                raise OptionError(f"{flag} must be on or off (got {shown(value)})")
         check_integer(self.optimize_every, "--optimize-every", 1, MAX_COUNT, "minibatches between updates")
         check_integer(self.optimize_burn_in, "--optimize-burn-in", 0, MAX_COUNT, "minibatches before the first update")
         check_real(self.optimize_passes, "--optimize-passes", 0.0, MAX_COUNT)
@@ -280,25 +209,6 @@ class TrainSettings:
                              + f"), whose e^psi(eta) underflows to 0 below that (got {self.eta:g})")
         parse_interval(self.checkpoint_every, flag="--checkpoint-every")
         parse_interval(self.heldout_every, "held-out interval", flag="--heldout-every")
-
-
-def parse_interval(text: str, what: str = "checkpoint interval",
-                   flag: str | None = None) -> tuple[int | None, float | None]:
-    """'200' -> (200 minibatches, None); '30m', '2h', '90s' -> (None, seconds). A count is at most
-    MAX_COUNT and a duration finite and at most MAX_INTERVAL_SECONDS (ten years)."""
-    text = str(text).strip().lower()
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    try:
-        if text and text[-1] in units:
-            seconds = float(text[:-1]) * units[text[-1]]
-            if 0 < seconds <= MAX_INTERVAL_SECONDS:  # False for NaN and inf
-                return None, seconds
-        elif 0 < int(text) <= MAX_COUNT:
-            return int(text), None
-    except ValueError:
-        pass
-    raise OptionError(f"{flag + ': ' if flag else ''}{what} {text!r}: give a number of minibatches (200) or a "
-                     "duration (30m, 2h) up to ten years")
 
 
 def learning_rate(step: int, tau0: float, kappa: float) -> float:

@@ -43,7 +43,8 @@ from .progress import Progress
 from .reader import read_documents
 from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, RunLock, RunState, fresh_dir,
                      read_metrics, read_settings)
-from .settings import TrainSettings, learning_rate, parse_interval, recorded_settings
+from .options import parse_interval
+from .settings import TrainSettings, learning_rate, recorded_settings
 from .store import open_store
 from .topic_word import TopicWordTable
 from .resources import check_resources

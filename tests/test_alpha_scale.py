@@ -10,7 +10,8 @@ from click.testing import CliRunner
 import naive
 from bigtopics.alpha_scale import COARSE_STEPS, fit_alpha_scale, scale_documents
 from bigtopics.cli import main
-from bigtopics.settings import MAX_PRIOR, MIN_PRIOR, OptionError, TrainSettings, recorded_settings, scale_doc_count
+from bigtopics.options import MAX_PRIOR, MIN_PRIOR, OptionError
+from bigtopics.settings import TrainSettings, recorded_settings, scale_doc_count
 from test_evaluate import batch_of, dense_model
 
 ETA = 0.05

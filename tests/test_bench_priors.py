@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bigtopics.settings import SAMPLING_DEFAULTS
+from bigtopics.local_steps.gibbs import REVISITING
 from bigtopics.synth import CorpusSpec, write_corpus
 
 pytestmark = pytest.mark.slow  # a benchmark smoke test
@@ -34,7 +34,7 @@ def test_bench_priors_scores_every_system_and_measures_the_update(tmp_path):
         assert r["left-to-right"] < 0 and r["completion"] < 0 and r["coherence"] < 0 and r["seconds"] >= 2
         assert 0 < r["cosine"] <= 1 + 1e-9 and 1 <= r["distinct_top10"] <= 4  # the store's true topics are beside it
     # a run by time trains for 1,000,000 epochs, so the revisiting default settles at its largest
-    assert next(r for r in results if r["system"] == "bigtopics")["batch_size"] == SAMPLING_DEFAULTS[True][0]
+    assert next(r for r in results if r["system"] == "bigtopics")["batch_size"] == REVISITING.batch_size
     fixed = next(r for r in results if r["system"] == "bigtopics-fixed")
     assert fixed["alpha_sum"] == pytest.approx(5.0) and fixed["eta"] == 0.01
     stepped = tmp_path / "vb.jsonl"

@@ -14,8 +14,8 @@ from steps import run_step
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.topic_word import TopicWordTable
-from bigtopics.settings import (MIN_MINIBATCHES, SAMPLING_DEFAULTS, SMALLEST_REVISIT_BATCH, TrainSettings,
-                                revisit_batch_size)
+from bigtopics.local_steps.gibbs import ONE_PASS, REVISITING
+from bigtopics.settings import MIN_MINIBATCHES, SMALLEST_REVISIT_BATCH, TrainSettings, revisit_batch_size
 from bigtopics.trainer import resume, train
 from bigtopics import settings as settings_module
 
@@ -149,7 +149,8 @@ def test_minibatch_size_and_sweeps_default_by_exclude_own_and_given_values_win()
         s = TrainSettings(n_topics=5, **given)
         return s.batch_size, s.step_options.get("burnin"), s.step_options.get("samples")
 
-    one_visit, revisits = SAMPLING_DEFAULTS[False], (None, *SAMPLING_DEFAULTS[True][1:])  # None: settled later
+    one_visit = (ONE_PASS.batch_size, ONE_PASS.burnin, ONE_PASS.samples)
+    revisits = (None, REVISITING.burnin, REVISITING.samples)  # None: settled later
     assert one_visit[1:] != revisits[1:]
     assert sampling(epochs=1) == one_visit
     assert sampling(epochs=3) == revisits
@@ -161,7 +162,7 @@ def test_minibatch_size_and_sweeps_default_by_exclude_own_and_given_values_win()
 
 
 def test_a_revisiting_run_takes_the_largest_batch_that_leaves_it_enough_minibatches():
-    largest = SAMPLING_DEFAULTS[True][0]
+    largest = REVISITING.batch_size
     assert revisit_batch_size(10**9) == largest
     assert revisit_batch_size(MIN_MINIBATCHES * 1000) == 1000
     assert revisit_batch_size(MIN_MINIBATCHES * 10) == SMALLEST_REVISIT_BATCH

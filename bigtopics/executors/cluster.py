@@ -40,7 +40,7 @@ import numpy as np
 
 from ..assignments import SavedAssignments
 from ..plan import MinibatchPlan
-from ..settings import OptionError
+from ..options import OptionError
 from ..stats import SparseStats, StepResult, merge_results
 from ..store import Store
 from ..topic_word import TopicWordTable

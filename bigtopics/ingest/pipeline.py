@@ -18,7 +18,7 @@ from pathlib import Path
 from ..memory import budget_bytes, peak_rss_bytes
 from ..outputs import check_output, locate
 from ..readers import FormatOptions, InputReader
-from ..settings import OptionError
+from ..options import OptionError
 from ..tokenizer import TokenizerSettings
 from .report import IngestReport
 from .resume import prepare_spill_dir

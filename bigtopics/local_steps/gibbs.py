@@ -26,6 +26,7 @@ from ..kernels.sparse_stats import merge_pairs
 from ..kernels.word_major import sample_minibatch as word_major_sample_minibatch
 from ..minibatch import Minibatch
 from ..stats import PriorCounts, StepResult
+from ..options import MAX_SWEEPS, check_integer
 from .base import LocalStep, check, option
 
 SAMPLERS = ("word-major", "buckets", "alias", "mh")
@@ -37,13 +38,25 @@ DEFAULT_SAMPLER = "word-major"
 # words it recovered the topics better with a larger eta; benchmarks/RESULTS.md, "Topics that share
 # their frequent words").
 INIT_ORDERS = ("store", "rare-first")
-# (batch_size, burnin, samples) when not given, by exclude_own (benchmarks/RESULTS.md, "Choosing
-# the defaults"). A single pass: 1024 documents and 3 + 3 sweeps, ahead of 2 + 2 at every budget
-# and level with 4 + 4 per second. Revisiting documents without their own statistics: 4 + 8
-# sweeps (eight averaged: ahead of 4 + 4 by completion on news stories and book sections at K =
-# 100), and minibatches of up to 2048 documents (settings.revisit_batch_size: fewer in a run too
-# short for enough updates), which average more of the corpus into each update.
-SAMPLING_DEFAULTS = {False: (1024, 3, 3), True: (2048, 4, 8)}
+
+
+@dataclass(frozen=True)
+class SamplingDefaults:
+    """The batch size and sweeps a run takes when they are not given."""
+
+    batch_size: int
+    burnin: int
+    samples: int
+
+
+# The defaults of a single pass and of a run that revisits its documents (exclude_own). A single
+# pass: 3 + 3 sweeps, ahead of 2 + 2 at every budget and level with 4 + 4 per second. Revisiting
+# documents without their own statistics: 4 + 8 sweeps (eight averaged: ahead of 4 + 4 by
+# completion), and minibatches of up to 2048 documents (settings.revisit_batch_size: fewer in a run
+# too short for enough updates), which average more of the corpus into each update
+# (benchmarks/RESULTS.md, "Choosing the defaults").
+ONE_PASS = SamplingDefaults(batch_size=1024, burnin=3, samples=3)
+REVISITING = SamplingDefaults(batch_size=2048, burnin=4, samples=8)
 
 
 @dataclass(frozen=True)
@@ -77,19 +90,17 @@ class GibbsStep(LocalStep):
 
     def resolved(self, epochs: int) -> "GibbsStep":
         exclude_own = epochs > 1 if self.exclude_own is None else bool(self.exclude_own)
-        _, burnin, samples = SAMPLING_DEFAULTS[exclude_own]
+        defaults = REVISITING if exclude_own else ONE_PASS
         sampler = self.sampler or DEFAULT_SAMPLER
         return replace(self, sampler=sampler, beta_estimate=self.beta_estimate or "mean",
                        mh_steps=2 if self.mh_steps is None else self.mh_steps,
                        init_order=self.init_order or "store",
-                       burnin=burnin if self.burnin is None else self.burnin,
-                       samples=samples if self.samples is None else self.samples, exclude_own=exclude_own,
+                       burnin=defaults.burnin if self.burnin is None else self.burnin,
+                       samples=defaults.samples if self.samples is None else self.samples, exclude_own=exclude_own,
                        warm_start=(exclude_own and sampler == "word-major") if self.warm_start is None
                        else bool(self.warm_start))
 
     def validate(self, n_topics: int) -> None:
-        from ..settings import MAX_SWEEPS, check_integer
-
         check(self.sampler in SAMPLERS,
               f"--sampler: unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
         check(self.beta_estimate in BETA_ESTIMATES, f"--beta-estimate: unknown estimate of beta "

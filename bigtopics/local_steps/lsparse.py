@@ -10,6 +10,7 @@ import numpy as np
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
 from ..stats import StepResult
+from ..options import MAX_SWEEPS, MAX_TOPICS, check_integer
 from .base import LocalStep, option
 from .variational import log_theta_for, step_result, lsparse_local_step
 from .vb import VB_ITERATIONS
@@ -28,8 +29,6 @@ class LSparseStep(LocalStep):
                        vb_iterations=VB_ITERATIONS if self.vb_iterations is None else self.vb_iterations)
 
     def validate(self, n_topics: int) -> None:
-        from ..settings import MAX_SWEEPS, MAX_TOPICS, check_integer
-
         check_integer(self.top_l, "--top-l", 1, MAX_TOPICS)  # more than K means dense
         check_integer(self.vb_iterations, "--vb-iterations", 1, MAX_SWEEPS)
 

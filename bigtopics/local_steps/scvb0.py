@@ -9,8 +9,9 @@ import numpy as np
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
 from ..stats import StepResult
+from ..options import MAX_SWEEPS, check_integer
 from .base import LocalStep, option
-from .gibbs import SAMPLING_DEFAULTS
+from .gibbs import ONE_PASS
 from .variational import scvb0_local_step
 
 
@@ -30,11 +31,9 @@ class SCVB0Step(LocalStep):
     burnin: int = option("burn-in passes per document before the read-out pass  [default: 3]")
 
     def resolved(self, epochs: int) -> "SCVB0Step":
-        return replace(self, burnin=SAMPLING_DEFAULTS[False][1] if self.burnin is None else self.burnin)
+        return replace(self, burnin=ONE_PASS.burnin if self.burnin is None else self.burnin)
 
     def validate(self, n_topics: int) -> None:
-        from ..settings import MAX_SWEEPS, check_integer
-
         check_integer(self.burnin, "--burnin", 0, MAX_SWEEPS)
 
     def run(self, batch: Minibatch, frozen: FrozenTopics, doc_seeds: np.ndarray, *, alpha: float,

@@ -9,6 +9,7 @@ import numpy as np
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
 from ..stats import StepResult
+from ..options import MAX_SWEEPS, check_integer
 from .base import LocalStep, option
 from .variational import log_theta_for, step_result, vb_local_step
 
@@ -26,8 +27,6 @@ class VBStep(LocalStep):
         return replace(self, vb_iterations=VB_ITERATIONS if self.vb_iterations is None else self.vb_iterations)
 
     def validate(self, n_topics: int) -> None:
-        from ..settings import MAX_SWEEPS, check_integer
-
         check_integer(self.vb_iterations, "--vb-iterations", 1, MAX_SWEEPS)
 
     @property

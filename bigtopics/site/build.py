@@ -42,6 +42,7 @@ from ..atomic import publish_dir, temporary_sibling
 from ..evaluate import current_evaluation, evaluation_path
 from ..infer import DocTopics
 from ..model import alpha_attribute, load_model
+from ..options import check_integer
 from ..outputs import check_output
 from ..progress import Progress
 from ..report import training_documents
@@ -127,7 +128,6 @@ def build_site(run, output, *, doc_topics, store=None, n_words: int = 30, n_book
                overwrite: bool = False, quiet: bool = False, log=None, storage_options: dict | None = None) -> dict:
     """Write the site for RUN and its document topics into the folder `output`; returns counts
     (topics, books, documents, data files). `doc_topics` and `store` may be URLs."""
-    from ..settings import check_integer
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     check_integer(n_words, "--words", 1, 1000)
