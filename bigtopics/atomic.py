@@ -12,6 +12,8 @@ import shutil
 import uuid
 from pathlib import Path
 
+from .memory import format_bytes
+
 # Errors that mean the disk (or the user's quota on it) is full.
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
@@ -54,8 +56,6 @@ def is_disk_full(error: BaseException) -> bool:
 def no_space(path, what: str, needed: int | None, up_to: bool = False) -> DiskFullError:
     """The one-line error for a write of `what` into directory `path` that found the disk full;
     `needed` is what the write needed (`up_to`: at most that, e.g. before compression)."""
-    from .memory import format_bytes
-
     need = f": it needed {'up to ' if up_to else ''}{format_bytes(needed)} more" if needed else ""
     return DiskFullError(f"no space left on {path} for {what}{need}", path, needed)
 

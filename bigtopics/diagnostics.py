@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .infer import DocTopics, InferSettings, check_vocabulary, infer_block
+from .infer import DocTopics, InferSettings, check_vocabulary, infer_block, infer_parts
 from .kernels.evaluate import count_cooccurrences
 from .model import Model
 from .progress import Progress
@@ -139,8 +139,6 @@ def sampled_doc_topics(model: Model, store: Store, n_docs: int, seed: int, n_wor
         results = ((start, infer_block(model, store.read_docs(start, stop), InferSettings(seed=seed), n_workers))
                    for start, stop in ranges)
     else:
-        from .executors.cluster import infer_parts
-
         results = infer_parts(client, model, store, ranges, InferSettings(seed=seed))
     for start, result in results:
         yield start, result["indptr"], result["indices"].astype(np.int64), result["data"], result["doc_lengths"]

@@ -16,7 +16,7 @@ import numpy as np
 
 from .atomic import atomic_write_bytes
 from .diagnostics import topic_diagnostics
-from .executors.cluster import connected
+from .cluster import connected
 from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
 from .model import Model, alpha_attribute, load_model

@@ -15,10 +15,12 @@ run keeps out (`train --heldout N`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+from .cluster import map_parts
 from .frozen import frozen_point_estimates
 from .infer import check_vocabulary, fit_topic_counts
 from .kernels.evaluate import completion_loglik, left_to_right_batch
@@ -26,7 +28,7 @@ from .kernels.ranges import even_ranges
 from .kernels.rng import stream_seeds
 from .minibatch import Minibatch
 from .reader import read_documents
-from .model import Model
+from .model import Model, ModelRows
 from .progress import Progress
 from .store import Store
 
@@ -141,7 +143,7 @@ def heldout_scores(model: Model, store: Store, *, max_docs: int = 1000, seed: in
     """Held-out log-likelihood per token and perplexity, for each method, of the first `max_docs`
     documents of a store (streamed block by block) or of the given document numbers (the
     documents a run held out of training). With a Dask `client` the batches are read and scored
-    on its workers (executors/cluster.py, heldout_parts), with the same result."""
+    on its workers (heldout_parts), with the same result."""
     check_vocabulary(model, store)
     if doc_numbers is None:
         n_docs = min(max_docs, store.n_docs)
@@ -160,8 +162,6 @@ def heldout_scores(model: Model, store: Store, *, max_docs: int = 1000, seed: in
                 scores.append(batch_scores(model, batch, n_workers=n_workers, **scoring))
                 progress.update(batch.n_docs)
     else:
-        from .executors.cluster import heldout_parts
-
         scores = heldout_parts(client, model, store, numbers, scoring)
     out = {"store": store.location, "n_docs": n_docs, "seed": seed,
            "settings": {"particles": particles, "resample": resample, "fraction": fraction}}
@@ -174,6 +174,25 @@ def heldout_scores(model: Model, store: Store, *, max_docs: int = 1000, seed: in
         out[method] = {"loglik": loglik, "tokens": tokens, "loglik_per_token": per_token,
                        "perplexity": math.exp(-per_token) if tokens else float("nan")}
     return out
+
+
+def heldout_parts(client, model: Model, store: Store, batches: list[np.ndarray], scoring: dict) -> list[dict]:
+    """batch_scores of each batch of document numbers, scored on a Dask cluster, in the order of
+    the batches (so that their sums are the in-process engine's)."""
+    parts = [(store, doc_numbers) for doc_numbers in batches]
+    results = dict(map_parts(client, parts, _read_numbers, functools.partial(ModelRows.of, model), _score_part,
+                             scoring))
+    return [results[i] for i in range(len(batches))]
+
+
+def _read_numbers(store: Store, doc_numbers: np.ndarray) -> tuple[Minibatch, np.ndarray]:
+    """The documents of these numbers as a minibatch, and their distinct words (on a worker)."""
+    batch = read_documents(store, doc_numbers)
+    return batch, batch.distinct_words()
+
+
+def _score_part(batch: Minibatch, rows: ModelRows, n_workers: int, scoring: dict) -> dict:
+    return batch_scores(rows, batch, n_workers=n_workers, **scoring)
 
 
 def heldout_documents(n_docs: int, n_heldout: int, seed: int) -> np.ndarray:

@@ -39,25 +39,27 @@ and a rerun after an interruption replaces it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import zarr
 
 from .atomic import atomic_write_bytes
-from .frozen import frozen_point_estimates, local_ids
+from .cluster import connected, map_parts
+from .frozen import frozen_point_estimates
 from .local_steps.gibbs import gibbs_sample
-from .minibatch import Minibatch, gather_rows
-from .reader import read_ahead
-from .model import Model, alpha_attribute, load_model
+from .minibatch import Minibatch
+from .reader import block_minibatch, read_ahead
+from .model import Model, ModelRows, alpha_attribute, load_model
 from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
 from .outputs import Location, NewGroup, OutputLock, check_output, is_url, locate
-from .executors.cluster import connected
 from .progress import Progress
 from .stopping import InterruptsThatStick
 from .workers import use_threads
@@ -111,52 +113,12 @@ def document_topic_counts(tallies, n_docs: int, n_topics: int):
     return indptr, distinct % n_topics, counts
 
 
-def block_minibatch(block: CSRBlock) -> Minibatch:
-    return Minibatch(np.arange(block.start, block.start + block.n_docs, dtype=np.int64), block.indptr,
-                     np.asarray(block.indices, np.int64), np.asarray(block.data, np.int64))
-
-
 def fit_topic_counts(source, batch: Minibatch, *, alpha: float, eta: float, seeds: np.ndarray, burnin: int,
                      samples: int, n_workers: int = 1):
     """Gibbs-sample the batch's documents with the topics fixed; document_topic_counts CSR."""
     frozen = frozen_point_estimates(source, batch.distinct_words(), eta)
     tallies = gibbs_sample(batch, frozen, seeds, alpha=alpha, burnin=burnin, samples=samples, n_workers=n_workers)
     return document_topic_counts(tallies, batch.n_docs, len(frozen.smoothing))
-
-
-@dataclass
-class ModelRows:
-    """The rows of a model for some ascending word ids, with what inference reads besides: a
-    picklable stand-in for the Model in infer_block that a worker of a cluster receives."""
-
-    words: np.ndarray
-    indptr: np.ndarray
-    topics: np.ndarray
-    values: np.ndarray
-    totals: np.ndarray
-    alpha: float | np.ndarray
-    eta: float
-    n_words: int
-
-    @classmethod
-    def of(cls, model: Model, words: np.ndarray) -> "ModelRows":
-        return cls(np.asarray(words, np.int64), *model.rows(words), model.topic_totals(), model.alpha, model.eta,
-                   model.n_words)
-
-    @property
-    def n_topics(self) -> int:
-        return len(self.totals)
-
-    def topic_totals(self) -> np.ndarray:
-        return self.totals
-
-    def rows(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The same contract as Model.rows, for ascending words among these rows'."""
-        return gather_rows(self.indptr, self.topics, self.values, local_ids(self.words, np.asarray(words, np.int64)))
-
-    @property
-    def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in (self.words, self.indptr, self.topics, self.values, self.totals)))
 
 
 def infer_block(model: Model, block: CSRBlock, settings: InferSettings, n_workers: int = 1) -> dict:
@@ -219,6 +181,26 @@ def _part_name(start: int) -> str:
     return f"part-{start:012d}.npz"
 
 
+def infer_parts(client, model: Model, store: Store, ranges: list[tuple[int, int]],
+                settings: InferSettings) -> Iterator[tuple[int, dict]]:
+    """infer_block on a Dask cluster: (first document, infer_block's result) for each range of
+    documents, in the order they finish; the result is infer_block's, whatever the cluster."""
+    parts = [(store, start, stop) for start, stop in ranges]
+    for index, result in map_parts(client, parts, _read_range, functools.partial(ModelRows.of, model), _infer_part,
+                                   settings):
+        yield ranges[index][0], result
+
+
+def _read_range(store: Store, start: int, stop: int) -> tuple[CSRBlock, np.ndarray]:
+    """Documents [start, stop) as a store block, and their distinct words (on a worker)."""
+    block = store.read_docs(start, stop)
+    return block, block_minibatch(block).distinct_words()
+
+
+def _infer_part(block: CSRBlock, rows: ModelRows, n_workers: int, settings: InferSettings) -> dict:
+    return infer_block(rows, block, settings, n_workers)
+
+
 def infer(run, store_path, output, settings: InferSettings | None = None, *, overwrite: bool = False,
           quiet: bool = False, part_tokens: int = PART_TOKENS, storage_options: dict | None = None,
           cluster: str | None = None, scheduler: str | None = None) -> dict:
@@ -227,7 +209,7 @@ def infer(run, store_path, output, settings: InferSettings | None = None, *, ove
     The store and `output` may be local paths or URLs (`storage_options` apply to both; see the
     module's docstring for where the parts go). A part (the unit of resumption) is a run of
     whole store blocks of about `part_tokens` tokens. With `cluster` ("local:N") or `scheduler`
-    (an address) the parts are inferred on a Dask cluster (executors/cluster.py, infer_parts),
+    (an address) the parts are inferred on a Dask cluster (infer_parts),
     with the same result. Returns a summary (documents, parts computed now and reused from an
     interrupted run, nnz, output).
     """
@@ -270,8 +252,6 @@ def _infer_locked(model: Model, store: Store, output: Location, parts: Path, set
             blocks = read_ahead(store.read_docs(s, s + docs_per_part) for s in todo)
             results = ((block.start, infer_block(model, block, settings, n_workers)) for block in blocks)
         else:
-            from .executors.cluster import infer_parts
-
             results = infer_parts(client, model, store, [(s, min(s + docs_per_part, store.n_docs)) for s in todo],
                                   settings)
         with Progress("infer", total=store.n_docs, unit="docs", quiet=quiet) as progress:

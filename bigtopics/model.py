@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import zarr
 
 from .atomic import is_disk_full, no_space, publish_dir, temporary_sibling
+from .frozen import local_ids
 from .kernels.csr import transpose_csr
+from .minibatch import gather_rows
 from .options import MAX_TOPICS
 from .store import CSR_ENCODING, StoreError, check_format, default_compressors
 
@@ -202,6 +205,42 @@ class Model:
             extra = [w for w in range(self.n_words) if w not in stored][: n - len(out)]
             out += [(self.vocab[w], self.eta / norm) for w in extra]
         return out
+
+
+@dataclass
+class ModelRows:
+    """The rows of a model for some ascending word ids, with what inference reads besides: a
+    picklable stand-in for the Model in inference and held-out scoring that a worker of a cluster
+    receives (cluster.map_parts)."""
+
+    words: np.ndarray
+    indptr: np.ndarray
+    topics: np.ndarray
+    values: np.ndarray
+    totals: np.ndarray
+    alpha: float | np.ndarray
+    eta: float
+    n_words: int
+
+    @classmethod
+    def of(cls, model: Model, words: np.ndarray) -> "ModelRows":
+        return cls(np.asarray(words, np.int64), *model.rows(words), model.topic_totals(), model.alpha, model.eta,
+                   model.n_words)
+
+    @property
+    def n_topics(self) -> int:
+        return len(self.totals)
+
+    def topic_totals(self) -> np.ndarray:
+        return self.totals
+
+    def rows(self, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The same contract as Model.rows, for ascending words among these rows'."""
+        return gather_rows(self.indptr, self.topics, self.values, local_ids(self.words, np.asarray(words, np.int64)))
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in (self.words, self.indptr, self.topics, self.values, self.totals)))
 
 
 # -- checks of a model read from disk: a damaged or crafted file is one line, never a traceback

@@ -77,6 +77,12 @@ def read_documents(store: Store, doc_numbers: np.ndarray) -> Minibatch:
     return DocumentReader(store, cache_blocks=1).read(doc_numbers)
 
 
+def block_minibatch(block: CSRBlock) -> Minibatch:
+    """A store block's documents as a minibatch (document numbers from the block's start)."""
+    return Minibatch(np.arange(block.start, block.start + block.n_docs, dtype=np.int64), block.indptr,
+                     np.asarray(block.indices, np.int64), np.asarray(block.data, np.int64))
+
+
 def prepared(batch: Minibatch) -> Minibatch:
     """The batch with what every training step asks of it already computed, here in the
     read-ahead thread rather than between the sampler's parallel sections."""

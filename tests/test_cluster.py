@@ -1,4 +1,4 @@
-"""Training on a real Dask cluster of worker processes (executors/cluster.py): the same model,
+"""Training on a real Dask cluster of worker processes (executors/dask.py, and the cluster layer, cluster.py): the same model,
 bit for bit, as in process, on one worker or two, after a worker is killed mid-run, and after
 the driver is killed and the run resumed."""
 
@@ -118,7 +118,7 @@ def test_a_lost_scatter_is_tried_again_and_a_task_error_is_not(monkeypatch):
     at most, and never after an error of the step's own tasks (a store that cannot be read)."""
     from types import SimpleNamespace
 
-    from bigtopics.executors.cluster import RETRIES, ScatterFailed
+    from bigtopics.cluster import RETRIES, ScatterFailed
 
     executor = DaskExecutor(SimpleNamespace(status="running"), store=None)
 
@@ -152,7 +152,7 @@ def test_a_scatter_to_a_worker_removed_before_the_scheduler_heard_of_it_is_sent_
     Scheduler.update_data). Forced here on a real scheduler: the removal happens inside
     update_data's handler, before the real one runs. The scatter is sent again, to the workers
     left."""
-    from bigtopics.executors.cluster import ScatterFailed, _scattered, _scatter_until_sent
+    from bigtopics.cluster import ScatterFailed, scatter_until_sent, scattered
 
     with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
@@ -168,9 +168,9 @@ def test_a_scatter_to_a_worker_removed_before_the_scheduler_heard_of_it_is_sent_
 
         scheduler.handlers["update_data"] = removing_a_holder_first
         with pytest.raises(ScatterFailed, match="left the cluster"):
-            _scattered(client.scatter, np.arange(5), broadcast=True, direct=True, hash=False)
+            scattered(client.scatter, np.arange(5), broadcast=True, direct=True, hash=False)
         removed.clear()
-        sent = _scatter_until_sent(client, np.arange(7))
+        sent = scatter_until_sent(client, np.arange(7))
         assert len(removed) == 1 and np.array_equal(sent.result(), np.arange(7))
 
 
@@ -203,8 +203,7 @@ def test_every_scatter_has_its_own_keys(store, client, tmp_path, monkeypatch):
 def test_infer_parts_are_the_same_after_every_worker_is_killed(store, tmp_path):
     """The model rows scattered for each part are lost with the workers; the parts in flight
     are sent them again."""
-    from bigtopics.executors.cluster import infer_parts
-    from bigtopics.infer import InferSettings, infer_block
+    from bigtopics.infer import InferSettings, infer_block, infer_parts
     from bigtopics.model import load_model
     from bigtopics.store import open_store
 

@@ -15,7 +15,7 @@ minibatch needs, and returns the minibatch's statistics merged in document order
 
 and the same plans, table and task give the same result, bit for bit, on every executor. The
 global step goes through the executor so that an executor that keeps copies of the table
-(executors/cluster.py) can move them on with it. Executors register in executors/__init__.py.
+(executors/dask.py) can move them on with it. Executors register in executors/__init__.py.
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ class StepTask:
 
 class Executor(ABC):
     """Runs local steps (see the module docstring)."""
+
+    @classmethod
+    @abstractmethod
+    def from_options(cls, store, *, workers: int, window_blocks: int, cluster: str | None,
+                     scheduler: str | None) -> "Executor":
+        """The executor for a run's options (`make_executor` picks the class by them)."""
 
     @abstractmethod
     def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator:

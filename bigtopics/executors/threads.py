@@ -37,6 +37,11 @@ class LocalThreads(Executor):
         self.reader = DocumentReader(store, cache_blocks=window_blocks)
         self.n_threads = use_threads(workers)
 
+    @classmethod
+    def from_options(cls, store: Store, *, workers: int, window_blocks: int, cluster: str | None,
+                     scheduler: str | None) -> "LocalThreads":
+        return cls(store, workers, window_blocks)
+
     def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator[LocalWork]:
         return read_ahead(LocalWork(plan, prepared(self.reader.read(plan.doc_numbers))) for plan in plans)
 

@@ -1,4 +1,4 @@
-"""What runs on a Dask worker for executors/cluster.py: reading a shard's documents, the
+"""What runs on a Dask worker for executors/dask.py: reading a shard's documents, the
 previous-visit tallies, the local step on the worker's copy of the table (Replica), and a plugin
 that compiles the step's kernels when the worker joins. Imported by workers (and by the driver
 only when it trains on a cluster)."""
@@ -12,9 +12,10 @@ import numpy as np
 from distributed import WorkerPlugin, get_worker, secede
 
 from ..assignments import chain_starts, previous_stats
+from ..cluster import KERNELS
 from ..frozen import ReusedArrays, TableRows
 from ..minibatch import Minibatch
-from ..reader import DocumentReader, prepared, read_documents
+from ..reader import DocumentReader, prepared
 from ..stats import SparseStats, StepResult
 from ..store import Store
 from ..topic_word import TopicWordTable
@@ -23,7 +24,6 @@ from .base import StepTask
 from .warmup import compile_step
 
 _readers: dict = {}  # per worker process: one reader (and its block cache) per store
-_kernels = threading.Lock()
 _reading = threading.Lock()
 NEED_TABLE = "need-table"  # run_shard's answer when this worker's copy of the table is not current
 
@@ -67,42 +67,6 @@ def shard_previous_stats(batch: Minibatch, saved: np.ndarray, unvisited: int, n_
     return previous_stats(batch, saved, unvisited, n_topics)
 
 
-def read_range(store: Store, start: int, stop: int) -> tuple:
-    """Documents [start, stop) as a store block, and their distinct words (model_parts)."""
-    from ..infer import block_minibatch
-
-    secede()
-    block = store.read_docs(start, stop)
-    return block, block_minibatch(block).distinct_words()
-
-
-def read_numbers(store: Store, doc_numbers: np.ndarray) -> tuple:
-    """The documents of these numbers as a minibatch, and their distinct words (model_parts)."""
-    secede()
-    batch = read_documents(store, doc_numbers)
-    return batch, batch.distinct_words()
-
-
-def second(pair: tuple):
-    return pair[1]
-
-
-def infer_with(part: tuple, rows, settings) -> dict:
-    """infer_block on a part read by read_range, with the model's rows for its words."""
-    from ..infer import infer_block
-
-    with _kernels:
-        return infer_block(rows, part[0], settings, use_threads(get_worker().state.nthreads))
-
-
-def score_with(part: tuple, rows, scoring: dict) -> dict:
-    """heldout.batch_scores on a part read by read_numbers, with the model's rows for its words."""
-    from ..heldout import batch_scores
-
-    with _kernels:
-        return batch_scores(rows, part[0], n_workers=use_threads(get_worker().state.nthreads), **scoring)
-
-
 def run_shard(batch: Minibatch, session: str, version: int, updates: list, own: SparseStats | None,
               task: StepTask, doc_seeds: np.ndarray, table_state: dict | None = None,
               previous: tuple | None = None) -> StepResult | str:
@@ -110,8 +74,8 @@ def run_shard(batch: Minibatch, session: str, version: int, updates: list, own: 
     at `version` (brought there by `updates`, the last (version, update) pairs, or built from
     `table_state`); NEED_TABLE if it cannot be. `previous`: the shard's (saved topics, unvisited
     mark), for a step that continues its chains. One shard at a time per worker process, as
-    numba's thread pool serves one caller at a time."""
-    with _kernels:
+    numba's thread pool serves one caller at a time (cluster.KERNELS)."""
+    with KERNELS:
         table = _table_at(session, version, updates, table_state)
         if table is None:
             return NEED_TABLE

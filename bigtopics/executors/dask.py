@@ -6,7 +6,7 @@ future) and reports back the shard's distinct words and tokens. The step's task 
 worker holding the shard and returns the shard's statistics; merged in shard order they are
 the minibatch's, bit for bit as in process (stats.merge_results).
 
-Each worker keeps a copy of the topic-word table (dask_worker.Replica) and the driver keeps the
+Each worker keeps a copy of the topic-word table (dask_tasks.Replica) and the driver keeps the
 table itself: after each global step the driver sends every worker the update it applied (the
 minibatch's merged statistics, rho and the scale: TopicWordTable.update) and the workers apply
 it too, so their copies stay the driver's table bit for bit, resets included. A shard's task
@@ -32,62 +32,22 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import CancelledError
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 
 from ..assignments import SavedAssignments
+from ..cluster import RETRIES, ScatterFailed, connect, may_try_again, scattered
 from ..plan import MinibatchPlan
-from ..options import OptionError
 from ..stats import SparseStats, StepResult, merge_results
 from ..store import Store
 from ..topic_word import TopicWordTable
 from .base import Executor, StepTask
 
-RETRIES = 3
 READ_AHEAD = 2  # minibatches whose reading is submitted ahead of the one sampling
 UPDATES_KEPT = 4  # the last global steps a worker's copy of the table can catch up with
-
-
-def connect(cluster: str | None = None, scheduler: str | None = None):
-    """A dask.distributed Client: `cluster` "local:N" starts a LocalCluster of N single-threaded
-    worker processes, `scheduler` joins a running cluster at that address."""
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise ImportError("a cluster needs Dask: pip install 'bigtopics[distributed]'") from None
-    if cluster is not None and scheduler is not None:
-        raise OptionError("give --cluster or --scheduler, not both")
-    if cluster is not None:
-        kind, _, count = cluster.partition(":")
-        if kind != "local" or not count.isdigit() or int(count) < 1:
-            raise OptionError(f"--cluster {cluster!r}: give local:N (N worker processes)")
-        local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None)
-        try:
-            return Client(local)
-        except BaseException:  # (a Ctrl-C while connecting) the worker processes would outlive the command
-            local.close()
-            raise
-    return Client(scheduler, timeout="10s")  # a running scheduler answers at once
-
-
-@contextmanager
-def connected(cluster: str | None = None, scheduler: str | None = None):
-    """connect()'s Client for the length of a with-block (None without a cluster), then closed
-    with the LocalCluster it started."""
-    if cluster is None and scheduler is None:
-        yield None
-        return
-    client = connect(cluster, scheduler)
-    try:
-        yield client
-    finally:
-        local = client.cluster if cluster is not None else None
-        client.close()
-        if local is not None:
-            local.close()
 
 
 # -- the driver's side ---------------------------------------------------------------------------
@@ -115,9 +75,9 @@ class DaskExecutor(Executor):
     """Runs local steps on a dask.distributed cluster (see the module docstring)."""
 
     def __init__(self, client, store: Store, window_blocks: int = 16, warm: bool = True, owns_client: bool = False):
-        from . import dask_worker  # the tasks' functions; importing it needs Dask
+        from . import dask_tasks  # the tasks' functions; importing it needs Dask
 
-        self.on_worker = dask_worker
+        self.on_worker = dask_tasks
         self.client = client
         self.store = store
         self.cache_blocks = window_blocks
@@ -134,6 +94,13 @@ class DaskExecutor(Executor):
         self.version = 0
         self.updates: deque = deque(maxlen=UPDATES_KEPT)
         self.n_workers, self.workers_asked = 0, -1e9
+
+    @classmethod
+    def from_options(cls, store: Store, *, workers: int, window_blocks: int, cluster: str | None,
+                     scheduler: str | None) -> "DaskExecutor":
+        """A cluster started (`cluster` "local:N") or joined (`scheduler`) for this run: it ends
+        with the executor."""
+        return cls(connect(cluster, scheduler), store, window_blocks, owns_client=True)
 
     # which shards, and reading them
     def _shards(self, plan: MinibatchPlan, task: StepTask) -> list[tuple[int, int]]:
@@ -224,7 +191,7 @@ class DaskExecutor(Executor):
             try:
                 return self._run_shards(work, rows, task)
             except (CancelledError, ScatterFailed):
-                if not _may_try_again(self.client, attempt):
+                if not may_try_again(self.client, attempt):
                     raise
                 self.updates.clear()
                 self.figures["minibatches_submitted_again"] += 1
@@ -234,9 +201,9 @@ class DaskExecutor(Executor):
         start = time.monotonic()
         own = None
         if rows.own is not None:  # every shard takes the whole minibatch's out (topic totals)
-            own = _scattered(self.client.scatter, rows.own, broadcast=True, direct=True, hash=False)
+            own = scattered(self.client.scatter, rows.own, broadcast=True, direct=True, hash=False)
             self.figures["bytes_sent"] += _nbytes(rows.own) * max(self._workers(), 1)
-        updates = [(version, _scattered(sending.result)) for version, sending in self.updates]
+        updates = [(version, scattered(sending.result)) for version, sending in self.updates]
         shards = list(zip(work.shards, work.batches))
         previous = (work.previous_topics if task.step.continues_chains and work.previous_topics is not None
                     else [None] * len(shards))
@@ -258,7 +225,7 @@ class DaskExecutor(Executor):
             holders = self.client.who_has([shards[i][1] for i in behind])
             workers = sorted({w for i in behind for w in holders.get(shards[i][1].key, ())})
             # in a list: a dict would be scattered under its own keys ("indptr", ...), the same for every table
-            [state] = _scattered(self.client.scatter, [rows.table.state()], workers=workers or None,
+            [state] = scattered(self.client.scatter, [rows.table.state()], workers=workers or None,
                                  broadcast=True, direct=True, hash=False)
             self.figures["tables_sent"] = self.figures.get("tables_sent", 0) + len(behind)
             for i, result in zip(behind, self._gather([submit(i, state) for i in behind])):
@@ -307,113 +274,3 @@ class DaskExecutor(Executor):
 
 def _nbytes(stats: SparseStats) -> int:
     return stats.words.nbytes + stats.topics.nbytes + stats.values.nbytes
-
-
-def model_parts(client, model, read, parts: list[tuple], compute, *args,
-                in_flight: int | None = None) -> Iterator[tuple[int, object]]:
-    """(index of the part, its result) for each part, in the order they finish: `read(*part)`
-    runs on a worker and gives back (what it read, its distinct words); the driver sends the
-    model's rows for those words (infer.ModelRows), and `compute(what it read, rows, *args)` runs
-    on the worker that read it. The documents stay on the workers and no part is sent the whole
-    model. Parts are independent, so up to `in_flight` (two per worker) run at once. A part
-    whose rows were lost with a worker (scattered data cannot be computed again: see
-    DaskExecutor.run) is sent its rows again, up to RETRIES times."""
-    from distributed import as_completed
-
-    from ..infer import ModelRows
-    from . import dask_worker as worker
-
-    in_flight = in_flight or 2 * max(len(client.scheduler_info().get("workers", {})), 1)
-    todo = iter(enumerate(parts))
-    # future of a part's words -> (index, future of the part); future of its result -> (index,
-    # future of the part, its words, attempts so far)
-    reading, computing = {}, {}
-    pending = as_completed()
-
-    def submit_next() -> None:
-        index, part = next(todo, (None, None))
-        if part is not None:
-            data = client.submit(read, *part, pure=False, retries=RETRIES)
-            words = client.submit(worker.second, data, pure=False, retries=RETRIES)
-            reading[words] = (index, data)
-            pending.add(words)
-
-    def compute_part(index, data, words, attempt=0) -> None:
-        rows = _scatter_until_sent(client, ModelRows.of(model, words))
-        done = client.submit(compute, data, rows, *args, pure=False, retries=RETRIES)
-        computing[done] = (index, data, words, attempt)
-        pending.add(done)
-
-    for _ in range(in_flight):
-        submit_next()
-    for future in pending:
-        if future in reading:  # a part's words: send the model's rows for them
-            index, data = reading.pop(future)
-            compute_part(index, data, future.result())
-            continue
-        index, data, words, attempt = computing.pop(future)
-        try:
-            result = future.result()
-        except CancelledError:
-            if not _may_try_again(client, attempt):
-                raise
-            compute_part(index, data, words, attempt + 1)
-            continue
-        yield index, result
-        submit_next()
-
-
-def _scatter_until_sent(client, data):
-    """client.scatter(data), tried again when it fails: a worker that died is listed by the
-    scheduler until it notices, and a scatter to it fails once the connection times out."""
-    for attempt in range(RETRIES + 1):
-        try:
-            return _scattered(client.scatter, data, direct=True, hash=False)
-        except ScatterFailed:
-            if not _may_try_again(client, attempt):
-                raise
-
-
-class ScatterFailed(OSError):
-    """Data the driver scattered did not reach the workers: one it was sent to had died (an
-    OSError, so the CLI reports it in one line when the attempts run out)."""
-
-
-def _scattered(send, *args, **options):
-    """send(*args, **options) (a scatter, or waiting on one), raised as ScatterFailed when a
-    worker it was sent to died: an OSError (the dead worker's connection timing out), or the
-    scheduler's KeyError for a worker it removed after the data reached it and before the
-    scatter told it where the data is (Scheduler.update_data, and replicate for a broadcast,
-    look each worker up)."""
-    try:
-        return send(*args, **options)
-    except OSError as error:
-        raise ScatterFailed(f"a scatter to the workers failed: {error}") from error
-    except KeyError as error:
-        raise ScatterFailed(f"a scatter to the workers failed: worker {error} left the cluster") from error
-
-
-def _may_try_again(client, attempt: int) -> bool:
-    """Whether what was lost with a worker may be tried again: fewer than RETRIES attempts after
-    the first, and the client still connected (a closed client's futures are all cancelled)."""
-    return attempt < RETRIES and client.status == "running"
-
-
-def infer_parts(client, model, store: Store, ranges: list[tuple[int, int]], settings) -> Iterator[tuple[int, dict]]:
-    """`bigtopics infer` on a cluster: (first document, infer_block's result) for each range of
-    documents, in the order they finish; the result is infer_block's, whatever the cluster."""
-    from . import dask_worker as worker
-
-    parts = [(store, start, stop) for start, stop in ranges]
-    for index, result in model_parts(client, model, worker.read_range, parts, worker.infer_with, settings):
-        yield ranges[index][0], result
-
-
-def heldout_parts(client, model, store: Store, batches: list[np.ndarray], scoring: dict) -> list[dict]:
-    """heldout.batch_scores of each batch of document numbers, scored on the cluster, in the
-    order of the batches (so that their sums are the in-process engine's)."""
-    from . import dask_worker as worker
-
-    parts = [(store, doc_numbers) for doc_numbers in batches]
-    results = dict(model_parts(client, model, worker.read_numbers, parts, worker.score_with, scoring))
-    return [results[i] for i in range(len(batches))]
