@@ -217,7 +217,7 @@ def info(path, n_top, storage_options):
 @click.option("--workdir", default="bigtopics-demo", show_default=True, type=click.Path(file_okay=False),
               help="Where the demo writes its store and run.")
 @click.option("-k", "--topics", "n_topics", default=20, show_default=True, help="Number of topics.")
-@click.option("--epochs", default=5, show_default=True)
+@click.option("--epochs", default=5, show_default=True, help="Passes over the books.")
 @user_errors
 def demo(workdir, n_topics, epochs):
     """Ingest the built-in sample (24 public-domain Project Gutenberg books, cut into sections
