@@ -12,17 +12,16 @@ from .options import (MAX_COUNT, MAX_EPOCHS, MAX_PRIOR, MAX_TAU0, MAX_TOPICS, MA
 
 # The default document-topic prior sums to this over the topics (alpha = 5 / K), as MALLET's. With
 # a fixed alpha, documents spread over more topics as K grows (alpha K pseudo-counts against their
-# length), which costs both held-out likelihood and sampler time (benchmarks/RESULTS.md, choosing
-# the defaults).
+# length), which costs both held-out likelihood and sampler time (benchmarks/RESULTS.md,
+# "Choosing the defaults").
 ALPHA_SUM = 5.0
 
-# A run that revisits its documents (exclude-own) takes minibatches of REVISITING.batch_size, 2048
-# documents, which average more of the corpus into each update (on book sections at K = 100:
-# 0.03-0.055 nats per held-out token ahead of 512 after 120 s), unless the run would then make
-# fewer than MIN_MINIBATCHES updates in all: a short run needs updates more than averages (ten
-# epochs of 1,464 sections in 10 minibatches scored 0.47 nats worse than in 30). Never fewer than
-# SMALLEST_REVISIT_BATCH documents, the default before (benchmarks/RESULTS.md, "Minibatch size when
-# revisiting"). The visits count the training documents (not those held out), bounded by --max-docs.
+# A run that revisits its documents (exclude-own) takes minibatches of REVISITING.batch_size
+# documents, which average more of the corpus into each update, unless the run would then make
+# fewer than MIN_MINIBATCHES updates in all: a short run needs updates more than averages. Never
+# fewer than SMALLEST_REVISIT_BATCH documents, the default before (the figures:
+# benchmarks/RESULTS.md, "Minibatch size when revisiting"). The visits count the training
+# documents (not those held out), bounded by --max-docs.
 MIN_MINIBATCHES = 200
 SMALLEST_REVISIT_BATCH = 512
 

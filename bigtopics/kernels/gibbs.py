@@ -57,8 +57,8 @@ from .rng import next_uniform
 # reference counting (kernels/jit.py), which would otherwise cost more than the draw.
 
 
-# Scan a row up to this many times the document's topics, else look those topics up: 16 was 3-8%
-# faster than 4 at K = 2000, within the machine's noise (benchmarks/RESULTS.md, "Training throughput").
+# Scan a row up to this many times the document's topics, else look those topics up: 16 was a
+# little faster than 4 at K = 2000 (benchmarks/RESULTS.md, "Training throughput").
 SCAN_PER_DOC_TOPIC = 16
 
 

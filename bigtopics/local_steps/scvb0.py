@@ -23,10 +23,9 @@ class SCVB0Step(LocalStep):
     # SCVB0 keeps each document's expected counts N_theta only, a point estimate: fitted to them
     # (E[log theta] of Dirichlet(N_theta + alpha), or the Polya fixed point on soft counts) alpha
     # feeds back on itself, a larger alpha smoothing N_theta + alpha, which then fits a larger one
-    # (on Reuters at K = 100, alpha_0 5 -> 37 in 60 s, held-out -0.17 nats per token;
-    # benchmarks/RESULTS.md, "Learned priors").
+    # and costs held-out likelihood (benchmarks/RESULTS.md, "Learned priors").
     alpha_refusal = ("keeps point estimates of the document-topic counts, to which a fitted alpha feeds back on "
-                     "itself (it grew sevenfold and cost held-out likelihood)")
+                     "itself, growing and costing held-out likelihood")
 
     burnin: int = option("burn-in passes per document before the read-out pass  [default: 3]")
 
