@@ -20,7 +20,8 @@ from .executors.cluster import connected
 from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
 from .model import Model, alpha_attribute, load_model
-from .outputs import canonical_location, check_output_file, is_url, output_kind
+from .outputs import canonical_location, is_url
+from .places import check_output_file, output_kind
 from .rundir import SETTINGS_NAME
 from .workers import use_threads
 from .store import open_store
@@ -85,7 +86,7 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
     validate_options(heldout_docs=heldout_docs, methods=methods, particles=particles, top_n=top_n,
                      prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed, workers=workers)
     output = Path(output) if output else evaluation_path(run)
-    check_output_file(output, overwrite, is_evaluation, "a bigtopics evaluation")
+    check_output_file(output, overwrite, is_evaluation, "a bigtopics evaluation", run_file=EVALUATION_NAME)
     model = load_model(run)
     n_workers = use_threads(workers)
     if store is None:
