@@ -129,17 +129,20 @@ def current_evaluation(run, model: Model) -> tuple[dict[int, dict], str | None]:
     path = evaluation_path(run)
     if not path.exists():
         return {}, None
-    record = json.loads(path.read_text())
-    scored, now = record.get("scored_model"), model_state(model)
-    if scored == now:
-        return {r["topic"]: r for r in record["topics"]}, None
-    if scored is None:
-        why = "does not record which model it scored (written by an older bigtopics)"
-    elif scored["step"] == now["step"]:
-        why = f"is from another model with the same step ({now['step']})"
-    else:
-        earlier = None not in (scored["step"], now["step"]) and scored["step"] < now["step"]
-        why = f"is from {'an earlier' if earlier else 'another'} model (step {scored['step']}, now {now['step']})"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        scored, now = record.get("scored_model"), model_state(model)
+        if scored == now:
+            return {r["topic"]: r for r in record["topics"]}, None
+        if scored is None:
+            why = "does not record which model it scored (written by an older bigtopics)"
+        elif scored["step"] == now["step"]:
+            why = f"is from another model with the same step ({now['step']})"
+        else:
+            earlier = None not in (scored["step"], now["step"]) and scored["step"] < now["step"]
+            why = f"is from {'an earlier' if earlier else 'another'} model (step {scored['step']}, now {now['step']})"
+    except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:  # damaged, or not an evaluation
+        why = f"cannot be read as an evaluation ({type(e).__name__}: {e})"
     return {}, f"{path} {why}; its per-topic figures are left out: rerun bigtopics evaluate {run}"
 
 
@@ -157,13 +160,17 @@ def _run_heldout_documents(run, store, storage_options=None) -> np.ndarray | Non
 
 
 def _run_store(run) -> str | None:
-    """The store a run trained on, if its settings.json names one that still exists (a URL is
-    taken as it is: opening it says if it is gone)."""
+    """The store a run trained on, as its settings.json names it (None for a model without a run);
+    FileNotFoundError if that store is gone, as for export and site: coherence and the document
+    shares silently left out would look like a complete evaluation. (A URL is taken as it is:
+    opening it says if it is gone.)"""
     settings = Path(run) / SETTINGS_NAME
     if settings.exists():
         path = json.loads(settings.read_text()).get("store")
-        if path and (is_url(path) or Path(path).exists()):
-            return path
+        if path and not is_url(path) and not Path(path).exists():
+            raise FileNotFoundError(f"the run's store {path} is gone; if it has moved, give its new place "
+                                    "with --store")
+        return path or None
     return None
 
 
