@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+import psutil
 
 from .memory import format_bytes
 
@@ -82,9 +86,47 @@ def fsync_tree(root: Path) -> None:
 
 
 def temporary_sibling(path: Path, tag: str = "tmp") -> Path:
-    """A unique name next to path, hidden, that never opens as the finished thing."""
+    """A unique name next to path, hidden, that never opens as the finished thing. It names the
+    process that made it, so that `leftover_siblings` can tell one whose writer is gone."""
     path = Path(path)
     return path.with_name(f".{path.name}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+# temporary_sibling's names: ".<name>.<tag>-<pid>-<8 hex digits>" (tags: tmp, old, spill, grow).
+SIBLING_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<tag>[a-z]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
+
+
+def leftover_siblings(path: Path, tags=("tmp", "old"), this_process: bool = False) -> Iterator[tuple[str, Path]]:
+    """(tag, entry) of the hidden siblings temporary_sibling made for `path` with one of `tags`
+    whose process is gone (killed, or the machine restarted): what nothing will finish or remove.
+    A sibling of a process still running is never listed; with `this_process`, this process's
+    own are (ingest: a call interrupted earlier in this process, whose work a rerun continues)."""
+    path = Path(path)
+    try:
+        entries = sorted(path.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        match = SIBLING_NAME.match(entry.name)
+        if match and match["name"] == path.name and match["tag"] in tags:
+            pid = int(match["pid"])
+            if (this_process and pid == os.getpid()) or not (pid == os.getpid() or psutil.pid_exists(pid)):
+                yield match["tag"], entry
+
+
+def clear_leftovers(path: Path, log, what: str) -> None:
+    """Before writing `path` (published whole with publish_dir): remove the temporaries that
+    writers now gone left beside it, and put back a `path` that an interrupted replacement left
+    only under its ".old-" name; each said to `log`. `what` names the command, for the notes."""
+    path = Path(path)
+    for tag, entry in leftover_siblings(path):
+        if tag == "old" and not path.exists() and not path.is_symlink():
+            os.replace(entry, path)
+            log(f"note: put back {path}, left as {entry.name} by an interrupted {what}")
+            continue
+        shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else \
+            entry.unlink(missing_ok=True)
+        log(f"note: removed {entry.name}, left beside {path.name} by an interrupted {what}")
 
 
 def atomic_write_bytes(path: Path, payload: bytes) -> None:

@@ -21,7 +21,8 @@ from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
 from .model import Model, alpha_attribute, load_model
 from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
-from .outputs import canonical_location, check_output_file, is_url, output_kind
+from .outputs import canonical_location, is_url
+from .places import check_output_file, output_kind
 from .rundir import SETTINGS_NAME
 from .workers import use_threads
 from .store import open_store
@@ -84,7 +85,7 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
     validate_options(heldout_docs=heldout_docs, methods=methods, particles=particles, top_n=top_n,
                      prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed, workers=workers)
     output = Path(output) if output else evaluation_path(run)
-    check_output_file(output, overwrite, is_evaluation, "a bigtopics evaluation")
+    check_output_file(output, overwrite, is_evaluation, "a bigtopics evaluation", run_file=EVALUATION_NAME)
     model = load_model(run)
     n_workers = use_threads(workers)
     if store is None:
@@ -127,17 +128,20 @@ def current_evaluation(run, model: Model) -> tuple[dict[int, dict], str | None]:
     path = evaluation_path(run)
     if not path.exists():
         return {}, None
-    record = json.loads(path.read_text())
-    scored, now = record.get("scored_model"), model_state(model)
-    if scored == now:
-        return {r["topic"]: r for r in record["topics"]}, None
-    if scored is None:
-        why = "does not record which model it scored (written by an older bigtopics)"
-    elif scored["step"] == now["step"]:
-        why = f"is from another model with the same step ({now['step']})"
-    else:
-        earlier = None not in (scored["step"], now["step"]) and scored["step"] < now["step"]
-        why = f"is from {'an earlier' if earlier else 'another'} model (step {scored['step']}, now {now['step']})"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        scored, now = record.get("scored_model"), model_state(model)
+        if scored == now:
+            return {r["topic"]: r for r in record["topics"]}, None
+        if scored is None:
+            why = "does not record which model it scored (written by an older bigtopics)"
+        elif scored["step"] == now["step"]:
+            why = f"is from another model with the same step ({now['step']})"
+        else:
+            earlier = None not in (scored["step"], now["step"]) and scored["step"] < now["step"]
+            why = f"is from {'an earlier' if earlier else 'another'} model (step {scored['step']}, now {now['step']})"
+    except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:  # damaged, or not an evaluation
+        why = f"cannot be read as an evaluation ({type(e).__name__}: {e})"
     return {}, f"{path} {why}; its per-topic figures are left out: rerun bigtopics evaluate {run}"
 
 
@@ -155,13 +159,17 @@ def _run_heldout_documents(run, store, storage_options=None) -> np.ndarray | Non
 
 
 def _run_store(run) -> str | None:
-    """The store a run trained on, if its settings.json names one that still exists (a URL is
-    taken as it is: opening it says if it is gone)."""
+    """The store a run trained on, as its settings.json names it (None for a model without a run);
+    FileNotFoundError if that store is gone, as for export and site: coherence and the document
+    shares silently left out would look like a complete evaluation. (A URL is taken as it is:
+    opening it says if it is gone.)"""
     settings = Path(run) / SETTINGS_NAME
     if settings.exists():
         path = json.loads(settings.read_text()).get("store")
-        if path and (is_url(path) or Path(path).exists()):
-            return path
+        if path and not is_url(path) and not Path(path).exists():
+            raise FileNotFoundError(f"the run's store {path} is gone; if it has moved, give its new place "
+                                    "with --store")
+        return path or None
     return None
 
 

@@ -8,7 +8,8 @@ file named directly (on the command line or in a `--files-from` list), so ids ar
 every rerun.
 
 Folders reached through symbolic links are followed; one reached twice (a link to a folder
-already read, or a loop) is skipped. That, a folder that cannot be read and a broken link are
+already read, or a loop) is skipped. That, a folder that cannot be read, a broken link and
+anything else that is not a regular file (a device, a named pipe, a socket: named as such) are
 passed to `problem(name, reason, error)`, never dropped unmentioned.
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .outputs import written_by_bigtopics
+from .places import what_is
 
 Problem = Callable[[str, str, bool], None]  # (name, reason, is it an error (else a note))
 
@@ -33,8 +35,8 @@ def input_files(inputs: Iterable[str | os.PathLike], problem: Problem, *,
             yield from _walk(item, "", {(st.st_dev, st.st_ino)}, problem)
         elif item.is_file():
             yield item, str(item) if full_names else item.name
-        elif item.is_symlink():
-            problem(str(item), "a broken symbolic link", True)
+        elif item.is_symlink() or item.exists():
+            problem(str(item), _not_a_file(item), True)
         else:  # (a path of a --files-from list, or a file gone since it was listed)
             problem(str(item) if full_names else item.name, "cannot be read (No such file or directory)", True)
 
@@ -62,10 +64,16 @@ def _walk(folder: Path, prefix: str, seen: set, problem: Problem) -> Iterator[tu
                 yield from _walk(Path(entry.path), name + "/", seen, problem)
             elif entry.is_file():
                 yield Path(entry.path), name
-            elif entry.is_symlink():
-                problem(name, "a broken symbolic link", True)
+            else:  # a broken link, a device, a named pipe, a socket: never read as text
+                problem(name, _not_a_file(entry.path), True)
         except OSError as e:
             problem(name, f"cannot be read ({e.strerror or e})", True)
+
+
+def _not_a_file(path) -> str:
+    """Why an input that is neither a file nor a folder is not read: what it is."""
+    kind = what_is(path)
+    return kind if kind == "a broken symbolic link" else f"{kind}, not a regular file"
 
 
 def overlapping_inputs(inputs: list[str | os.PathLike]) -> tuple[Path, Path] | None:

@@ -21,8 +21,10 @@ prefix) counts as bigtopics' output only if its marker says so, not merely by a 
 other tools use too. Each command replaces only output of its own kind (`check_output`'s `kind`:
 ingest a store, train a run, infer document topics, export an export), never a store from
 another command, and never a run or export folder holding entries it did not write (RUN_ENTRIES,
-EXPORT_ENTRIES): those are named and left alone. `OutputLock` keeps two processes from writing
-one output at once.
+EXPORT_ENTRIES): those are named and left alone. Nor, whatever the flags, is anything written
+inside a Zarr group or among a run's, an export's or a site's own files (places.py: the rule for
+every output, a single file's included). `OutputLock` keeps two processes from writing one
+output at once.
 
 Writing: `NewGroup` writes a group so that readers never take a half-written one for finished.
 Locally it is built under a temporary name and renamed into place. Object storage has no rename:
@@ -42,31 +44,17 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import publish_dir, temporary_sibling
+# (re-exported: callers import the names of bigtopics' own output from here too)
+from .places import (EXPORT_ENTRIES, KIND_ATTRIBUTES, KINDS, OWN_ENTRIES, RUN_ENTRIES, RUN_FILES,  # noqa: F401
+                     SITE_ENTRIES, attributes_kind, check_output_file, check_output_place, output_kind, read_json)
 
 
 class StoreError(Exception):
     """A store is missing, incomplete, of another format, or otherwise unreadable."""
 
 
-# The attribute in a Zarr group's zarr.json that tells each kind bigtopics writes from the others.
-KIND_ATTRIBUTES = {"format_version": "a store", "model_format_version": "a model",
-                   "doc_topics_format_version": "document topics (bigtopics infer)"}
-# The kinds of output, as check_output's `kind` names them, and which command writes each.
-KINDS = {"store": "a store", "model": "a model", "doc_topics": "document topics", "run": "a training run",
-         "export": "an export", "site": "a site"}
+# Which command writes each kind of output (KINDS), for messages.
 KIND_COMMANDS = {"store": "ingest", "run": "train", "doc_topics": "infer", "export": "export", "site": "site"}
-# What a run directory and an export directory hold (top-level entries; fnmatch patterns), so
-# that --overwrite can tell a file a user added from bigtopics' own. A file the trainer or export
-# newly writes there must be added here. Hidden temporaries: atomic.temporary_sibling names
-# (".<name>.<tag>-..."); an infer whose output is a URL keeps its parts and lock in the run.
-RUN_FILES = ("settings.json", "metrics.jsonl", "checkpoints", "table", "assignments", "model.zarr",
-             "evaluation.json", "report.html")
-RUN_ENTRIES = RUN_FILES + (".lock", ".infer-*.parts", ".infer-*.lock") + tuple(f".{name}.*" for name in RUN_FILES)
-EXPORT_ENTRIES = ("topic_word.zarr", "vocab.txt", "topic_keys.tsv", "word_topic_counts.txt", "topics.jsonl",
-                  "pyldavis.json", "doc_topics.txt", "search.jsonl", "search_solr.jsonl", "dfr-browser",
-                  "topic_word_weights.txt", "state.gz", "diagnostics.xml", "tw.json", "dt.json.zip")  # (last 2: old)
-SITE_ENTRIES = ("index.html", "topic.html", "doc.html", "site.js", "site.css", "site.json", "data", "csv")
-OWN_ENTRIES = {"run": RUN_ENTRIES, "export": EXPORT_ENTRIES, "site": SITE_ENTRIES}
 # The attributes of a group while it is being written in place (object storage): complete groups
 # never carry "unfinished", since `NewGroup.publish` replaces all attributes at once.
 UNFINISHED = {"created_by": "bigtopics",
@@ -79,15 +67,6 @@ PROBE_S3_CONFIG = {"connect_timeout": 3, "read_timeout": 20, "retries": {"total_
 ENVIRONMENT_PREFIXES = ("AWS_", "GOOGLE_", "GCS", "AZURE_")
 _FILESYSTEMS: dict = {}
 STORAGE_MODULES = {"botocore", "aiobotocore", "s3fs", "aiohttp", "gcsfs", "google", "adlfs", "azure", "fsspec"}
-
-
-def read_json(path: Path) -> dict:
-    """A JSON object from a file; {} if it is missing, unreadable or not an object."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def is_url(location) -> bool:
@@ -360,37 +339,6 @@ def attributes_by_bigtopics(attributes: dict | None) -> bool:
         key in attributes for key in KIND_ATTRIBUTES if key != "format_version"))
 
 
-def attributes_kind(attributes: dict | None) -> str | None:
-    """The kind (a key of KINDS) of a Zarr group bigtopics wrote, by its attributes; None for a
-    group bigtopics did not write or has not finished."""
-    if not isinstance(attributes, dict):
-        return None
-    if "model_format_version" in attributes:
-        return "model"
-    if "doc_topics_format_version" in attributes:
-        return "doc_topics"
-    if "format_version" in attributes and attributes.get("created_by") == "bigtopics":
-        return "store"
-    return None
-
-
-def output_kind(folder: Path) -> str | None:
-    """The kind (a key of KINDS) of bigtopics output in a local `folder`: a store, a model or
-    document topics (a Zarr group with their attributes), a training run (settings.json with the
-    store's fingerprint) or an export (topic_keys.tsv beside topic_word.zarr); else None."""
-    folder = Path(folder)
-    kind = attributes_kind(read_json(folder / "zarr.json").get("attributes"))
-    if kind is not None:
-        return kind
-    if "store_fingerprint" in read_json(folder / "settings.json"):
-        return "run"
-    if (folder / "topic_keys.tsv").is_file() and (folder / "topic_word.zarr").is_dir():
-        return "export"
-    if "site_format_version" in read_json(folder / "site.json"):
-        return "site"
-    return None
-
-
 def written_by_bigtopics(folder: Path) -> bool:
     """Whether `folder` is a store (a Zarr group created_by bigtopics), a model or document topics
     (a Zarr group with their format attribute), a training run (settings.json with the store's
@@ -438,10 +386,11 @@ def check_output(path, overwrite: bool, inputs=(), storage_options: dict | None 
     anything but bigtopics' earlier output of `kind` (a key of KINDS; None: of any kind, the
     behaviour of callers that do not say).
 
-    Raises if an input is `path` or lies inside it, if `path` exists as something else than a
-    directory (or prefix) that is empty or written by bigtopics, if it is bigtopics output of
-    another kind than `kind`, if it is a run or export folder holding entries its kind does not
-    write (named in the message), or if it exists and overwrite is not given. A group an
+    Raises if an input is `path` or lies inside it, if a local `path` is in a place no output
+    may go (places.check_output_place: inside a Zarr group, among a run's files), if `path`
+    exists as something else than a directory (or prefix) that is empty or written by
+    bigtopics, if it is bigtopics output of another kind than `kind`, if it is a run or export
+    folder holding entries its kind does not write (named in the message), or if it exists and overwrite is not given. A group an
     interrupted write left unfinished on object storage is replaced without overwrite, as a
     local one never shows under its final name. Inputs may be paths, URLs or None (skipped).
     """
@@ -469,6 +418,7 @@ def check_output(path, overwrite: bool, inputs=(), storage_options: dict | None 
             raise FileExistsError(f"{location} already exists (use --overwrite to replace it)")
         return
     path = location.path
+    check_output_place(path)
     if not path.exists() and not path.is_symlink():
         return
     if not path.is_dir() or (holds_files(path) and not written_by_bigtopics(path)):
@@ -485,27 +435,6 @@ def check_output(path, overwrite: bool, inputs=(), storage_options: dict | None 
                                   f"{'it' if len(foreign) == 1 else 'them'} out or choose another output")
     if not overwrite:
         raise FileExistsError(f"{path} already exists (use --overwrite to replace it)")
-
-
-def check_output_file(path: Path, overwrite: bool, own, what: str) -> None:
-    """Refuse to write the file `path` where that would destroy anything but an earlier file of
-    the same kind (`own(path)` says whether it is one), unless overwrite is given; and refuse,
-    even with overwrite, a path that is a directory, lies inside a Zarr group bigtopics wrote
-    (a store, a model, document topics) or is one of a run's own files (RUN_FILES), the
-    evaluation and report aside."""
-    path = Path(path)
-    if path.is_dir():
-        raise FileExistsError(f"{path} is a directory: give a file name")
-    resolved = path.expanduser().resolve()
-    for parent in resolved.parents:
-        found = attributes_kind(read_json(parent / "zarr.json").get("attributes"))
-        if found is not None:
-            raise FileExistsError(f"{path} lies inside {KINDS[found]} ({parent}): choose another output")
-    if (resolved.name in RUN_FILES and resolved.name not in ("evaluation.json", "report.html")
-            and output_kind(resolved.parent) == "run"):
-        raise FileExistsError(f"{path} is a file of the training run {resolved.parent}: choose another output")
-    if (path.exists() or path.is_symlink()) and not overwrite and not own(path):
-        raise FileExistsError(f"{path} exists and is not {what} (use --overwrite to replace it)")
 
 
 class OutputLock:

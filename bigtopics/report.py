@@ -21,6 +21,7 @@ from .evaluate import current_evaluation
 from .infer import DocTopics
 from .model import Model, load_model
 from .outputs import is_url
+from .places import check_output_file
 from .store import StoreError, open_store
 from .rundir import METRICS_NAME, read_metrics
 
@@ -167,20 +168,26 @@ def _prior_text(model: Model) -> str:
             "click the alpha column to order the topics by it)")
 
 
+def is_report(path) -> bool:
+    """Whether the file at `path` is a report bigtopics wrote (its title, in its first bytes)."""
+    try:
+        with open(path, "rb") as f:
+            return REPORT_TITLE.encode() in f.read(512)
+    except OSError:
+        return False
+
+
 def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5,
                  overwrite: bool = False, log=None, storage_options: dict | None = None) -> Path:
     """Write the report (default <run>/report.html); returns its path. It replaces an earlier
-    report, but another existing file only with overwrite. A notice that evaluation.json is
-    stale goes to `log` (default: stderr) and onto the page. `doc_topics` and `store` may be
+    report, but another existing file only with overwrite, and never where places.py forbids. A
+    notice that evaluation.json is stale goes to `log` (default: stderr) and onto the page. `doc_topics` and `store` may be
     URLs (`storage_options` for them; bigtopics/outputs.py)."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = Path(run)
     model: Model = load_model(run)
     output = Path(output) if output else run / REPORT_NAME
-    if output.exists() and not overwrite:
-        with open(output, "rb") as f:
-            if REPORT_TITLE.encode() not in f.read(512):
-                raise FileExistsError(f"{output} exists and is not a bigtopics report (use --overwrite to replace it)")
+    check_output_file(output, overwrite, is_report, "a bigtopics report", run_file=REPORT_NAME)
     evaluation, notice = current_evaluation(run, model)
     if notice:
         log(notice)

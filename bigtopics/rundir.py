@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -98,16 +99,56 @@ def read_settings(run_dir: Path) -> dict:
 
 
 def run_in_progress(run_dir) -> bool:
-    """Whether a process is training the run now (it holds the run's lock)."""
-    lock = RunLock(Path(run_dir))
-    if not lock.path.exists():
-        return False
+    """Whether a process is training the run now (it holds the run's lock). Only reads: the lock
+    file is opened read-only and tried with a shared lock, so a run on read-only media (or one
+    another user trains) can be described; a lock file that cannot be opened at all says no."""
+    import fcntl
+
     try:
-        lock.acquire()
-    except FileExistsError:
-        return True
-    lock.release()
+        handle = open(Path(run_dir) / ".lock", "rb")
+    except OSError:  # missing, or not readable: no process of ours can be told to hold it
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:  # a filesystem without locks
+            return False
+        fcntl.flock(handle, fcntl.LOCK_UN)
     return False
+
+
+# What `describe_run` reads from a metrics record: a number under each of these keys.
+SUMMARY_KEYS = ("minibatch", "epoch", "docs_seen", "tokens_seen", "seconds", "tokens_per_s", "table_entries",
+                "table_resets", "mass_dropped", "peak_rss_bytes")
+
+
+def last_summary_record(path) -> tuple[dict | None, str | None]:
+    """The last record of a metrics log that holds every SUMMARY_KEYS as a number, and a warning
+    naming the file and line of a later line that does not (a line torn by a crash, the last
+    one, is skipped silently as read_metrics does), or None."""
+    lines = Path(path).read_text(errors="replace").splitlines()
+    last, problem = None, None
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if number < len(lines) and line.strip(" \x00"):
+                problem = f"{path}:{number}: not JSON"
+            continue
+        if not isinstance(record, dict):
+            problem = f"{path}:{number}: not a JSON object"
+            continue
+        bad = [key for key in SUMMARY_KEYS if not isinstance(record.get(key), (int, float))
+               or isinstance(record.get(key), bool)]
+        if bad:
+            problem = f"{path}:{number}: not a metrics record ({', '.join(bad[:3])} missing or not a number)"
+            continue
+        last, problem = record, None
+    if problem:
+        problem += "; the last good record before it is shown" if last else "; no report is shown"
+    return last, problem
 
 
 def describe_run(run_dir) -> str:
@@ -119,7 +160,10 @@ def describe_run(run_dir) -> str:
              "  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
     checkpoints = list_checkpoints(run_dir)
     metrics = run_dir / METRICS_NAME
-    records = read_metrics(metrics) if metrics.exists() else []
+    last, problem = last_summary_record(metrics) if metrics.exists() else (None, None)
+    if problem:
+        warnings.warn(problem, stacklevel=2)
+    records = [last] if last else []
     # where the run stands: the metrics log's last record (written every few seconds while it
     # trains) or the newest checkpoint, whichever is further
     st = RunState()

@@ -37,6 +37,7 @@ from .heldout import heldout_documents, heldout_loglik
 from .memory import format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
 from .model import MODEL_NAME, write_model
 from .outputs import check_output, holds_files, is_url, read_json
+from .places import check_output_place
 from .plan import EpochPlan
 from .priors import LearnedPriors
 from .progress import Progress
@@ -214,6 +215,7 @@ class Trainer:
 
     # -- files of the run ------------------------------------------------------------------
     def _start_run_dir(self, overwrite: bool) -> None:
+        check_output_place(self.run_dir)  # (a new run too: never inside a store, a model or another run's files)
         if self.run_dir.exists() and holds_files(self.run_dir):
             if not overwrite and (self.run_dir / SETTINGS_NAME).exists():
                 raise FileExistsError(f"{self.run_dir} already holds a run (use --resume to continue it, "

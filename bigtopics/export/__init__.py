@@ -25,7 +25,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..atomic import publish_dir, temporary_sibling
+from ..atomic import clear_leftovers, publish_dir, temporary_sibling
 from ..diagnostics import top_word_ids
 from ..evaluate import current_evaluation
 from ..infer import DocTopics
@@ -65,6 +65,7 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
         if wanted and not state.has_assignments(run):
             raise OptionError(state.NO_ASSIGNMENTS.format(flag=flag, run=run))
     output = Path(output)
+    clear_leftovers(output, log, "export")  # what an export killed earlier left beside it
     check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="export")
     dt = DocTopics(doc_topics, storage_options) if doc_topics else None
     opened = dt.source_store(store, model.n_topics, storage_options) if dt is not None else None

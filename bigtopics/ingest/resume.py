@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import zlib
 from pathlib import Path
 
-import psutil
-
-from ..atomic import atomic_write_bytes, temporary_sibling
+from ..atomic import atomic_write_bytes, leftover_siblings, temporary_sibling
 from ..memory import format_bytes
 
 SETTINGS_FILE = "ingest.json"
@@ -71,23 +68,6 @@ def _checked_runs(spill_dir: Path, log) -> tuple[list[dict], list[dict]]:
     return runs, units
 
 
-LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<tag>spill|tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}$")
-
-
-def _leftovers(output: Path):
-    """(tag, folder) of the hidden siblings of output that processes now gone left behind."""
-    if not output.parent.is_dir():
-        return
-    for entry in sorted(output.parent.iterdir()):
-        m = LEFTOVER.match(entry.name)
-        if m and m["name"] == output.name and not _running(int(m["pid"])):
-            yield m["tag"], entry
-
-
-def _running(pid: int) -> bool:
-    return pid != os.getpid() and psutil.pid_exists(pid)
-
-
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
 
@@ -98,7 +78,7 @@ def prepare_spill_dir(output: Path, settings: dict, log) -> tuple[Path, dict, li
     `settings` is what the spills depend on (unit_bytes included); a resumed folder's own settings
     are returned instead, whose unit_bytes must be used. Leftovers are cleaned up and reported."""
     resumed = None
-    for tag, path in _leftovers(output):
+    for tag, path in leftover_siblings(output, ("spill", "tmp", "old"), this_process=True):
         if tag == "old" and not output.exists():
             os.replace(path, output)
             log(f"note: put back {output}, left as {path.name} by an --overwrite that was interrupted")

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import publish_dir, temporary_sibling
+from ..atomic import clear_leftovers, publish_dir, temporary_sibling
 from ..evaluate import current_evaluation, evaluation_path
 from ..infer import DocTopics
 from ..model import alpha_attribute, load_model
@@ -135,6 +135,7 @@ def build_site(run, output, *, doc_topics, store=None, n_words: int = 30, n_book
     run = Path(run)
     model = load_model(run)
     output = Path(output)
+    clear_leftovers(output, log, "site")  # what a site build killed earlier left beside it
     check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="site")
     dt = DocTopics(doc_topics, storage_options)
     store = dt.source_store(store, model.n_topics, storage_options)
