@@ -194,6 +194,22 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def start_ignoring_ctrl_c(procs) -> None:
+    """Start worker processes that ignore SIGINT from their first instruction: Ctrl-C reaches every
+    process of the terminal's group, and one still importing would print a traceback. (Python keeps
+    an ignored SIGINT ignored; this process ends the workers itself when it is interrupted.)"""
+    if threading.current_thread() is not threading.main_thread():
+        for p in procs:
+            p.start()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _worker_main(worker_id, parent_pid, settings, tasks, results):
     """A worker process: tokenize units from `tasks` until None, then report its runs."""
     die_with_parent(parent_pid)
@@ -261,8 +277,7 @@ def _tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, q
         tasks, results = ctx.Queue(maxsize=2 * n_workers), ctx.Queue()
         procs = [ctx.Process(target=_worker_main, args=(i, os.getpid(), worker_settings, tasks, results), daemon=True)
                  for i in range(n_workers)]
-        for p in procs:
-            p.start()
+        start_ignoring_ctrl_c(procs)
         runs, finished = [], 0
 
         def collect(block: bool) -> None:
