@@ -18,6 +18,7 @@ from __future__ import annotations
 import bz2
 import codecs
 import gzip
+import io
 import json
 import lzma
 import os
@@ -159,6 +160,13 @@ class Utf16AsUtf8:
         return out
 
 
+def _stdin_names():
+    """stdin as text whose bytes that are not UTF-8 become surrogates, as in names Python reads."""
+    if not hasattr(sys.stdin, "buffer"):  # (replaced by a text stream)
+        return sys.stdin
+    return io.TextIOWrapper(sys.stdin.buffer, "utf-8", "surrogateescape")
+
+
 class InputReader:
     """Cuts the input files into units of about `unit_bytes` decompressed bytes, in order.
 
@@ -179,8 +187,10 @@ class InputReader:
         if self.inputs and files_from is not None:
             raise InputError("give either input paths or --files-from, not both")
         if str(files_from) == "-":  # stdin is read once; the list is read twice
-            self.files_from = tempfile.TemporaryFile("w+", encoding="utf-8")
-            shutil.copyfileobj(sys.stdin, self.files_from)
+            self.files_from = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")
+            shutil.copyfileobj(stdin := _stdin_names(), self.files_from)
+            if stdin is not sys.stdin:
+                stdin.detach()  # (closing it would close stdin)
         if (overlap := overlapping_inputs(self.inputs)) is not None:
             raise InputError(f"{overlap[0]} is among the inputs twice (also as {overlap[1]}, or inside it)")
         self.options = options

@@ -130,6 +130,15 @@ def test_file_names_that_are_not_utf8_become_escaped_ids_and_messages(tmp_path):
     # named directly, as the shell passes it (bytes, decoded by Python with surrogates)
     result = ingest(os.fsdecode(odd), "-o", tmp_path / "t.zarr", *KEEP_ALL)
     assert result.exit_code == 0 and doc_ids(tmp_path / "t.zarr") == ["caf\\xe9 \\xff.txt"]
+    # listed in a --files-from file, and on stdin
+    (tmp_path / "list.txt").write_bytes(odd + b"\n")
+    result = ingest("--files-from", tmp_path / "list.txt", "-o", tmp_path / "v.zarr", *KEEP_ALL)
+    assert result.exit_code == 0, result.output
+    assert doc_ids(tmp_path / "v.zarr") == [str(folder) + "/caf\\xe9 \\xff.txt"]
+    result = CliRunner().invoke(main, ["ingest", "--files-from", "-", "-o", str(tmp_path / "w.zarr"), *KEEP_ALL],
+                                input=odd + b"\n")
+    assert result.exit_code == 0, result.output
+    assert doc_ids(tmp_path / "w.zarr") == doc_ids(tmp_path / "v.zarr")
     # and in a message, from a real process whose stderr must be UTF-8
     bad = os.fsencode(folder) + b"/\xe9.jsonl"
     with open(bad, "wb") as f:
