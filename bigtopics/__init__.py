@@ -8,6 +8,10 @@
     bigtopics.export("run/", "export/", doc_topics="doc_topics.zarr", store="library.zarr")
 """
 
+from .startup import quiet_interrupts_while_starting
+
+quiet_interrupts_while_starting()  # first: the imports below take a second or more
+
 from .export import export
 from .infer import InferSettings, infer
 from .ingest import ingest

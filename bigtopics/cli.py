@@ -23,6 +23,7 @@ import numpy as np
 from .checkpoints import CheckpointError
 from .local_steps import LOCAL_STEPS
 from .options import OptionError, parse_interval
+from .startup import commands_take_interrupts
 from .store import StoreError
 
 
@@ -83,6 +84,7 @@ def user_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, debug=False, **kwargs):
         try:
+            commands_take_interrupts()  # (until here, Ctrl-C ends the command quietly: startup.py)
             return fn(*args, **kwargs)
         except KeyboardInterrupt as e:
             note = INTERRUPTED.get(fn.__name__, "nothing half-written is left behind")

@@ -94,5 +94,5 @@ def read_file_list(source) -> Iterator[str]:
         source.seek(0)
         yield from (line.rstrip("\n") for line in source if line.strip())
         return
-    with open(source, encoding="utf-8") as f:
+    with open(source, encoding="utf-8", errors="surrogateescape") as f:  # (as Python reads names not UTF-8)
         yield from (line.rstrip("\n") for line in f if line.strip())

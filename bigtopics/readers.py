@@ -18,6 +18,7 @@ from __future__ import annotations
 import bz2
 import codecs
 import gzip
+import io
 import json
 import lzma
 import os
@@ -34,6 +35,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from .listing import input_files, overlapping_inputs, read_file_list
+from .memory import format_bytes
 
 FORMATS = ("txt", "lines", "jsonl", "tsv", "bow-jsonl")
 LINE_FORMATS = ("lines", "jsonl", "tsv", "bow-jsonl")
@@ -41,6 +43,12 @@ EXTENSION_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".
 COMPRESSION_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
 BINARY_SNIFF_BYTES = 8192
+READ_BLOCK_BYTES = 1 << 20
+# A text file of a line format is binary only if this share of its first bytes is not text: binary
+# files have over half, Latin-1 text read as UTF-8 under a fifth; one bad line has a few bytes.
+BINARY_ODD_SHARE = 0.3
+METADATA_INT_RANGE = (-(1 << 63), 1 << 63)  # what an int64 column holds
+MAX_COUNT = 1 << 32  # a document's counts, summed, must fit the uint32 counts of a row
 DECOMPRESSION_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error)
 
 
@@ -108,13 +116,29 @@ def looks_binary(head: bytes) -> bool:
     return b"\0" in head[:BINARY_SNIFF_BYTES]
 
 
-def reads_as_text(text: str) -> bool:
-    """Whether decoded text looks like text: at most 1% replacement, private-use, unassigned or
-    control characters (other than whitespace). A binary file that happens to start with a
-    UTF-16 byte order mark decodes to mostly such characters."""
+def reads_as_text(text: str, odd_share: float = 0.01) -> bool:
+    """Whether decoded text looks like text: at most `odd_share` (1%) replacement, private-use,
+    unassigned or control characters (other than whitespace). A binary file that happens to start
+    with a UTF-16 byte order mark decodes to mostly such characters."""
     odd = sum(1 for c in text if c == "\ufffd" or (unicodedata.category(c) in ("Co", "Cn", "Cc", "Cs")
                                                    and c not in "\t\n\r\f"))
-    return odd <= 0.01 * len(text)
+    return odd <= odd_share * len(text)
+
+
+def printable_name(name: str) -> str:
+    """A file name as UTF-8 text: bytes that are not UTF-8 (kept by Python as surrogates) written
+    as \\xNN, so that the name can be a document id, a line of a message or JSON."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace") if not name.isascii() else name
+
+
+def read_at_most(stream: BinaryIO, limit: int) -> bytes:
+    """The rest of stream, or its next limit + 1 bytes if it holds more: read a block at a time,
+    so that a file that unpacks to gigabytes is never held whole."""
+    blocks, size = [], 0
+    while size <= limit and (block := stream.read(min(limit + 1 - size, READ_BLOCK_BYTES))):
+        blocks.append(block)
+        size += len(block)
+    return b"".join(blocks)
 
 
 class Utf16AsUtf8:
@@ -136,6 +160,13 @@ class Utf16AsUtf8:
         return out
 
 
+def _stdin_names():
+    """stdin as text whose bytes that are not UTF-8 become surrogates, as in names Python reads."""
+    if not hasattr(sys.stdin, "buffer"):  # (replaced by a text stream)
+        return sys.stdin
+    return io.TextIOWrapper(sys.stdin.buffer, "utf-8", "surrogateescape")
+
+
 class InputReader:
     """Cuts the input files into units of about `unit_bytes` decompressed bytes, in order.
 
@@ -145,16 +176,21 @@ class InputReader:
     `bad_files` the files and folders that could not be read, or only in part, with the reason
     (an error unless `options.skip_bad`); `notes` folders skipped because they were reached twice.
     `files_from` is a file listing input paths, one a line ("-": stdin), read instead of `inputs`.
+    A document (a line, or a `txt` file) longer than `max_document_bytes` is refused, or skipped
+    with `options.skip_bad` (`overlong_skipped` counts those lines), read in pieces of a unit's
+    bytes: never held whole, be it a line of gigabytes or a small gzip file that unpacks to them.
     """
 
     def __init__(self, inputs: list[str | os.PathLike], options: FormatOptions, unit_bytes: int, warn=print,
-                 files_from: str | os.PathLike | None = None):
+                 files_from: str | os.PathLike | None = None, max_document_bytes: int | None = None):
         self.inputs, self.files_from = list(inputs), files_from
         if self.inputs and files_from is not None:
             raise InputError("give either input paths or --files-from, not both")
         if str(files_from) == "-":  # stdin is read once; the list is read twice
-            self.files_from = tempfile.TemporaryFile("w+", encoding="utf-8")
-            shutil.copyfileobj(sys.stdin, self.files_from)
+            self.files_from = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")
+            shutil.copyfileobj(stdin := _stdin_names(), self.files_from)
+            if stdin is not sys.stdin:
+                stdin.detach()  # (closing it would close stdin)
         if (overlap := overlapping_inputs(self.inputs)) is not None:
             raise InputError(f"{overlap[0]} is among the inputs twice (also as {overlap[1]}, or inside it)")
         self.options = options
@@ -173,14 +209,19 @@ class InputReader:
             raise InputError(f"no input files in {', '.join(map(str, self.inputs)) or files_from}")
         self.bytes_read = 0
         self.skipped_binary: list[str] = []
+        self.max_document_bytes = max_document_bytes or sys.maxsize
+        self.overlong_skipped = 0
 
     def _listing(self, problem):
         if self.files_from is not None:
-            return input_files(read_file_list(self.files_from), problem, full_names=True)
-        return input_files(self.inputs, problem)
+            listing = input_files(read_file_list(self.files_from), problem, full_names=True)
+        else:
+            listing = input_files(self.inputs, problem)
+        return ((path, printable_name(name)) for path, name in listing)
 
     def _problem(self, name: str, reason: str, error: bool) -> None:
         """A file or folder not read (or not whole): an error without --skip-bad, else recorded."""
+        name = printable_name(name)
         if error and not self.options.skip_bad:
             raise InputError(f"{name}: {reason} (use --skip-bad to skip such files)")
         (self.bad_files if error else self.notes).append((name, reason))
@@ -191,7 +232,7 @@ class InputReader:
         reported = {name for name, _ in self.bad_files + self.notes}  # by the first listing
 
         def problem(name: str, reason: str, error: bool) -> None:  # one new since: a file gone, say
-            if name not in reported:
+            if printable_name(name) not in reported:
                 self._problem(name, reason, error)
 
         files, files_bytes = [], 0  # txt files waiting to fill a unit
@@ -236,13 +277,22 @@ class InputReader:
             binary = not reads_as_text(head.decode("utf-8", errors="replace"))
         else:
             head = head.removeprefix(codecs.BOM_UTF8)  # as Windows tools write
-            binary = looks_binary(head)
+            # A line format's NUL is a bad line (parse_unit), unless most of the file is not text.
+            binary = looks_binary(head) and (fmt == "txt" or not reads_as_text(head.decode("utf-8", errors="replace"),
+                                                                               BINARY_ODD_SHARE))
+        if binary and fmt != "txt":  # asked for (or named) as text of a line format: not to be passed over
+            self._problem(name, f"looks binary, not {fmt} text (its first {BINARY_SNIFF_BYTES:,} bytes are mostly "
+                                "not text: compressed other than by gzip, bzip2 or xz?)", True)
+            return
         if binary:
             self.skipped_binary.append(name)
             self.warn(f"warning: skipping {name}: looks binary (NUL bytes)")
             return
         if fmt == "txt":
-            data = head + stream.read()
+            data = head + read_at_most(stream, self.max_document_bytes - len(head))
+            if len(data) > self.max_document_bytes:
+                self._problem(name, self._overlong(), True)
+                return
             if b"\0" in data:  # binary data past the first bytes looked at
                 self.skipped_binary.append(name)
                 self.warn(f"warning: skipping {name}: looks binary (NUL bytes past the first {BINARY_SNIFF_BYTES:,})")
@@ -250,6 +300,7 @@ class InputReader:
             yield data, 1
             return
         pending, line = head, 1
+        overlong = None  # bytes so far of an overlong line being skipped (which is line `line`)
         while True:
             try:
                 block = stream.read(self.unit_bytes)
@@ -258,14 +309,37 @@ class InputReader:
                     yield pending[:cut], line
                 raise
             self.bytes_read = done_before + raw.tell()
+            eof = not block
+            if overlong is not None:
+                end = block.find(b"\n") + 1
+                if not end and not eof:
+                    overlong += len(block)
+                    continue
+                self.overlong_skipped += 1
+                self.warn(f"warning: skipping {name}:{line}: {self._overlong(overlong + end)}")
+                overlong, line, block = None, line + 1, block[end:]
             pending += block
-            cut = len(pending) if not block else pending.rfind(b"\n") + 1
-            if cut and (len(pending) >= self.unit_bytes or not block):
+            cut = len(pending) if eof else pending.rfind(b"\n") + 1
+            if cut and (len(pending) >= self.unit_bytes or eof):
                 piece, pending = pending[:cut], pending[cut:]
                 yield piece, line
                 line += piece.count(b"\n")
-            if not block:
+            if eof:
                 return
+            open_line = pending.rfind(b"\n") + 1  # where the line still without its end starts
+            if len(pending) - open_line > self.max_document_bytes:
+                if open_line:
+                    yield pending[:open_line], line
+                    line += pending.count(b"\n", 0, open_line)
+                if not self.options.skip_bad:
+                    raise InputError(f"{name}:{line}: {self._overlong()} (use --skip-bad to skip such lines)")
+                overlong, pending = len(pending) - open_line, b""
+
+    def _overlong(self, size: int | None = None) -> str:
+        """Why a document is refused for its size (`size`, if known)."""
+        return (f"a document {f'of {format_bytes(size)}, ' if size else ''}longer than "
+                f"{format_bytes(self.max_document_bytes)}, the most one may be with this memory budget (1/32 of "
+                "--memory-limit): raise --memory-limit, or cut it into smaller documents")
 
 
 def _txt_unit(seq: int, files: list[tuple[str, bytes]]) -> Unit:
@@ -329,6 +403,10 @@ def _parse_line(fmt: str, line: str | bytes, where: str, options: FormatOptions)
         obj = json.loads(line)
     except json.JSONDecodeError as e:
         raise InputError(f"malformed JSON: {e.msg} at column {e.colno}") from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read") from None
+    except ValueError as e:  # a number of more than 4,300 digits, say
+        raise InputError(f"malformed JSON: {e}") from None
     if not isinstance(obj, dict):
         raise InputError(f"expected a JSON object, found {type(obj).__name__}")
     doc_id = obj.pop(options.id_field, None)
@@ -341,6 +419,9 @@ def _parse_line(fmt: str, line: str | bytes, where: str, options: FormatOptions)
     counts = obj.pop(options.bow_field, None)
     if not isinstance(counts, dict) or not all(type(c) is int and c >= 0 for c in counts.values()):
         raise InputError(f"field {options.bow_field!r} must map words to counts (non-negative integers); set --bow-field")
+    if sum(counts.values()) >= MAX_COUNT:
+        raise InputError(f"the counts of field {options.bow_field!r} add up to 2^32 or more, more than a document "
+                         "can hold")
     if any(not word.strip() for word in counts):
         raise InputError(f"field {options.bow_field!r} has an empty word")
     return Record(doc_id, counts=counts, meta=_metadata(obj))
@@ -348,7 +429,15 @@ def _parse_line(fmt: str, line: str | bytes, where: str, options: FormatOptions)
 
 def _metadata(obj: dict) -> dict:
     """Scalars as they are; lists and objects as JSON text."""
-    return {
-        k: json.dumps(v, ensure_ascii=False, sort_keys=True) if isinstance(v, (list, dict)) else v
-        for k, v in obj.items()
-    }
+    low, high = METADATA_INT_RANGE
+    for name, value in obj.items():
+        if type(value) is int and not low <= value < high:
+            raise InputError(f"metadata field {name!r} holds an integer beyond 64 bits ({str(value)[:30]}); "
+                             "write it as a string")
+    try:
+        return {
+            k: json.dumps(v, ensure_ascii=False, sort_keys=True) if isinstance(v, (list, dict)) else v
+            for k, v in obj.items()
+        }
+    except RecursionError:  # (nested just short of what json.loads refuses)
+        raise InputError("JSON nested too deeply to read") from None

@@ -30,6 +30,9 @@ from .write import write_store
 SMALL_INPUT_BYTES = 16 << 20  # below this, worker processes cost more to start than they save
 MAX_DEFAULT_BUDGET = 1 << 30  # a bigger vocabulary share only makes fewer, bigger runs: no faster
 MIN_BUDGET = 16 << 20
+# A document takes up to about 16 times its size as it is parsed and tokenized (copies as bytes,
+# str and code points: 4 bytes a character once one is beyond Latin-1): one may have 1/32 of the budget.
+DOCUMENT_SHARE = 32
 
 
 def ingest(
@@ -80,7 +83,8 @@ def ingest(
     budget = memory_limit or budget_bytes(ceiling=MAX_DEFAULT_BUDGET)
     # A worker holds a few copies of its unit (bytes, str, code points, ids); the queue holds two per worker.
     unit_bytes = unit_bytes or int(min(max(budget // (16 * ((os.cpu_count() or 1) + 1)), 1 << 20), 8 << 20))
-    reader = InputReader(inputs, formats, unit_bytes, warn=log, files_from=files_from)
+    reader = InputReader(inputs, formats, unit_bytes, warn=log, files_from=files_from,
+                         max_document_bytes=budget // DOCUMENT_SHARE)
     # By default, start a process per core, but only when there are several units of work for them.
     n_workers = workers or max(1, min(os.cpu_count() or 1, reader.total_bytes // SMALL_INPUT_BYTES))
     report = IngestReport(output.path if output.path is not None else output.text, n_files=reader.n_files,
@@ -91,9 +95,11 @@ def ingest(
         spill_settings = {
             "inputs": [str(Path(i).resolve()) for i in inputs], "tokenizer": tokenizer.to_dict(),
             "files_from": str(files_from if files_from in (None, "-") else Path(files_from).resolve()),
-            "input": formats.to_dict(), "section_tokens": section_tokens, "unit_bytes": unit_bytes}
+            "input": formats.to_dict(), "section_tokens": section_tokens, "unit_bytes": unit_bytes,
+            "max_document_bytes": reader.max_document_bytes}
         spill_dir, spill_settings, done_runs, done_units = prepare_spill_dir(output.path, spill_settings, log)
-        reader.unit_bytes = spill_settings["unit_bytes"]  # the units of the work resumed
+        reader.unit_bytes = spill_settings["unit_bytes"]  # the units of the work resumed, and the documents
+        reader.max_document_bytes = spill_settings.get("max_document_bytes", reader.max_document_bytes)
     else:
         spill_dir = Path(tempfile.mkdtemp(prefix="bigtopics-ingest-spill-"))
     keep_spills = False
@@ -108,6 +114,7 @@ def ingest(
         for s in summaries:
             report.stats.update(s["stats"])
         report.stats["binary_files_skipped"] = len(reader.skipped_binary)
+        report.stats["bad_lines_skipped"] += reader.overlong_skipped
         report.bad_files, report.notes = reader.bad_files, reader.notes
         report.n_runs, report.memory_budget = len(runs), budget
         report.run_bytes = sum(run_path(spill_dir, r["name"], field).stat().st_size for r in runs for field in FIELDS)

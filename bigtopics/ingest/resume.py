@@ -68,6 +68,9 @@ def _checked_runs(spill_dir: Path, log) -> tuple[list[dict], list[dict]]:
     return runs, units
 
 
+SIZES = ("unit_bytes", "max_document_bytes")  # set by the memory budget, whose work is resumed as it was
+
+
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
 
@@ -75,8 +78,9 @@ def _size(path: Path) -> int:
 def prepare_spill_dir(output: Path, settings: dict, log) -> tuple[Path, dict, list[dict], list[dict]]:
     """(spill folder, settings, runs done, their unit summaries) for an ingest into `output`.
 
-    `settings` is what the spills depend on (unit_bytes included); a resumed folder's own settings
-    are returned instead, whose unit_bytes must be used. Leftovers are cleaned up and reported."""
+    `settings` is what the spills depend on (SIZES included); a resumed folder's own settings are
+    returned instead, whose SIZES must be used (--memory-limit may differ from the first attempt's).
+    Leftovers are cleaned up and reported."""
     resumed = None
     for tag, path in leftover_siblings(output, ("spill", "tmp", "old"), this_process=True):
         if tag == "old" and not output.exists():
@@ -88,8 +92,8 @@ def prepare_spill_dir(output: Path, settings: dict, log) -> tuple[Path, dict, li
                 recorded = json.loads((path / SETTINGS_FILE).read_text())
             except (OSError, ValueError):
                 recorded = None
-            if recorded is not None and {k: v for k, v in recorded.items() if k != "unit_bytes"} == \
-                    {k: v for k, v in settings.items() if k != "unit_bytes"}:
+            if recorded is not None and {k: v for k, v in recorded.items() if k not in SIZES} == \
+                    {k: v for k, v in settings.items() if k not in SIZES}:
                 resumed, settings = path, recorded
                 continue
         size = _size(path)

@@ -40,7 +40,14 @@ def run_path(spill_dir: Path, name: str, field: str) -> Path:
 
 
 def remap_path(spill_dir: Path, name: str) -> Path:
-    return Path(spill_dir) / f"remap-{name}.npy"
+    return Path(spill_dir) / f"remap-{name}.int64"
+
+
+def write_array(path: Path, values: np.ndarray) -> None:
+    """The bytes of `values` to `path`, through Python's file writes: numpy's own (tofile, save)
+    report a full disk without its errno ("N requested and M written"), so not as a full disk."""
+    with open(path, "wb") as f:
+        f.write(np.ascontiguousarray(values).data)
 
 
 def write_run(spill_dir: Path, name: str, tok, term_counts: np.ndarray, doc_freqs: np.ndarray) -> dict:
@@ -54,7 +61,7 @@ def write_run(spill_dir: Path, name: str, tok, term_counts: np.ndarray, doc_freq
     arrays = {"hash": hashes, "local": local, "tf": term_counts[local], "df": doc_freqs[local], "offsets": offsets,
               "chars": chars}
     for field, values in arrays.items():
-        values.astype(FIELDS[field], copy=False).tofile(run_path(spill_dir, name, field))
+        write_array(run_path(spill_dir, name, field), values.astype(FIELDS[field], copy=False))
     bounds = np.searchsorted(hashes >> PARTITION_SHIFT, np.arange(N_PARTITIONS + 1, dtype=np.uint64))
     return {"name": name, "n_local": n, "n_entries": len(local), "n_chars": len(chars), "bounds": bounds.tolist()}
 
@@ -158,9 +165,9 @@ class KnownWords:
 
 
 def write_remaps(spill_dir: Path, runs: list[dict], known: KnownWords) -> None:
-    """For each run, remap-NAME.npy: int64[n_local], the store id of each of its local ids, or -1."""
+    """For each run, remap-NAME.int64: int64[n_local], the store id of each of its local ids, or -1."""
     for run in runs:
         entries = read_run(spill_dir, run["name"], 0, run["n_entries"], fields=("hash", "local"))
         remap = np.full(run["n_local"], -1, np.int64)
         remap[entries["local"]] = known.ids(entries["hash"], entries["chars"], entries["offsets"])
-        np.save(remap_path(spill_dir, run["name"]), remap)
+        write_array(remap_path(spill_dir, run["name"]), remap)

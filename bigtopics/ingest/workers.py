@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from numcodecs import Blosc
 
+from ..atomic import is_disk_full, no_space
 from ..kernels.tokens import count_rows
 from ..progress import Progress
 from ..readers import FormatOptions, InputError, InputReader, Unit, parse_unit
@@ -193,6 +194,22 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def start_ignoring_ctrl_c(procs) -> None:
+    """Start worker processes that ignore SIGINT from their first instruction: Ctrl-C reaches every
+    process of the terminal's group, and one still importing would print a traceback. (Python keeps
+    an ignored SIGINT ignored; this process ends the workers itself when it is interrupted.)"""
+    if threading.current_thread() is not threading.main_thread():
+        for p in procs:
+            p.start()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _worker_main(worker_id, parent_pid, settings, tasks, results):
     """A worker process: tokenize units from `tasks` until None, then report its runs."""
     die_with_parent(parent_pid)
@@ -203,6 +220,8 @@ def _worker_main(worker_id, parent_pid, settings, tasks, results):
         results.put(("runs", worker.finish()))
     except InputError as e:
         results.put(("error", str(e)))
+    except OSError as e:  # a full disk, say: the main process says so in one line
+        results.put(("oserror", e))
     except BaseException:  # a bug: pass the traceback to the main process, which raises it
         results.put(("crash", traceback.format_exc()))
 
@@ -210,7 +229,20 @@ def _worker_main(worker_id, parent_pid, settings, tasks, results):
 def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, quiet: bool,
                  done: dict[int, dict] | None = None):
     """Pass 1 over the input: (unit summaries in input order, the runs spilled now). The units in
-    `done` (seq -> summary: a resumed ingest) are only checked against the input, not redone."""
+    `done` (seq -> summary: a resumed ingest) are only checked against the input, not redone.
+    A full disk, in this process or a worker, is a DiskFullError naming the spill folder's disk."""
+    try:
+        return _tokenize_all(reader, worker_settings, n_workers, quiet, done)
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        spill_dir = Path(worker_settings[3])
+        raise no_space(spill_dir.parent, f"the ingest's work files ({spill_dir.name}: its tokenized input and "
+                       "vocabularies, about the size of the store)", None) from e
+
+
+def _tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, quiet: bool,
+                  done: dict[int, dict] | None = None):
     summaries, done = [], done or {}
 
     def already_done(unit: Unit) -> bool:
@@ -245,8 +277,7 @@ def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, qu
         tasks, results = ctx.Queue(maxsize=2 * n_workers), ctx.Queue()
         procs = [ctx.Process(target=_worker_main, args=(i, os.getpid(), worker_settings, tasks, results), daemon=True)
                  for i in range(n_workers)]
-        for p in procs:
-            p.start()
+        start_ignoring_ctrl_c(procs)
         runs, finished = [], 0
 
         def collect(block: bool) -> None:
@@ -257,7 +288,8 @@ def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, qu
                 except queue.Empty:
                     dead = [p.exitcode for p in procs if not p.is_alive() and p.exitcode != 0]
                     if dead:
-                        raise RuntimeError(f"an ingest worker died unexpectedly (exit code {dead[0]}; out of memory?)")
+                        raise ChildProcessError(f"an ingest worker died unexpectedly (exit code {dead[0]}; "
+                                                "out of memory?)")
                     return
                 if kind == "unit":
                     summaries.append(payload)
@@ -266,6 +298,8 @@ def tokenize_all(reader: InputReader, worker_settings: tuple, n_workers: int, qu
                     finished += 1
                 elif kind == "error":
                     raise InputError(payload)
+                elif kind == "oserror":
+                    raise payload
                 else:
                     raise RuntimeError(f"an ingest worker failed:\n{payload}")
                 if block:

@@ -66,7 +66,7 @@ def write_store(output, summaries, vocab, term_counts, doc_freqs, spill_dir, set
     with writer, Progress("ingest: writing", total=n_rows, unit="docs", quiet=quiet) as progress:
         for s in summaries:
             if s["run"] not in remaps:
-                remaps[s["run"]] = np.load(remap_path(spill_dir, s["run"]))
+                remaps[s["run"]] = np.fromfile(remap_path(spill_dir, s["run"]), np.int64)
             spill = read_spill(spill_dir / unit_file(s["seq"]))
             indptr, indices, data = remap_rows(spill["indptr"], spill["indices"], spill["data"], remaps[s["run"]])
             if last_unit[s["run"]] == s["seq"]:
