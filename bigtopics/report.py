@@ -3,12 +3,13 @@
 Every topic with its top words, size and diagnostics (from <run>/evaluation.json when
 `bigtopics evaluate` has been run), the documents most about it (with --doc-topics; kept as a
 running top-n per topic while the document topics stream past), and the training curve from
-metrics.jsonl (throughput, and the held-out score when the trainer logged one).
+metrics.jsonl (throughput, and the held-out score when the trainer logged one). Every text the
+page takes from the run (words, document titles and ids, the run's name, notices) is
+escape.html_escape'd.
 """
 
 from __future__ import annotations
 
-import html
 import itertools
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import numpy as np
 
 from .atomic import atomic_write_bytes
 from .diagnostics import top_word_ids
+from .escape import html_escape
 from .evaluate import current_evaluation
 from .infer import DocTopics
 from .model import Model, load_model
@@ -72,14 +74,14 @@ def svg_plot(xs, ys, *, title: str, x_label: str, y_label: str, width: int = 640
     xs, ys = np.asarray(xs, float), np.asarray(ys, float)
     pad = 72
     if len(xs) == 0:
-        return f"<p>{html.escape(title)}: no data.</p>"
+        return f"<p>{html_escape(title)}: no data.</p>"
     x0, x1 = xs.min(), max(xs.max(), xs.min() + 1e-9)
     y0 = min(ys.min(), 0.0) if from_zero else ys.min()
     y1 = max(ys.max(), y0 + 1e-9)
     px = pad + (xs - x0) / (x1 - x0) * (width - 2 * pad)
     py = height - pad + (ys - y0) / (y1 - y0) * (2 * pad - height)
     points = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px, py))
-    e = html.escape
+    e = html_escape
     return (f'<svg width="{width}" height="{height}" role="img" aria-label="{e(title)}">'
             f'<text x="{width / 2}" y="18" text-anchor="middle" font-weight="600">{e(title)}</text>'
             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#888"/>'
@@ -214,7 +216,7 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
     totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
     alpha = model.alpha_k
-    e = html.escape
+    e = html_escape
     rows = []
     for k in range(model.n_topics):
         words = " ".join(model.vocab[top_word_ids(model, k, n_words)])

@@ -1,12 +1,16 @@
 """dfr-browser's data folder, `dfr-browser/`: copy it to dfr-browser's `data/` (or point
 VIS.files at it) and serve dfr-browser's files; nothing in it needs editing.
 
-  info.json          title, meta_info, and VIS settings for metadata that is not JSTOR's:
+  info.json          title and meta_info (HTML, as dfr-browser inserts them: the run's name is
+                     escaped), and VIS settings for metadata that is not JSTOR's:
                      metadata and bibliography of type "base" (meta.csv has a header), and the
                      variable topics are conditioned on (choose_condition)
   meta.csv.zip       meta.csv, RFC 4180 with a header: id, title (the id where the store has no
                      titles), every metadata field of the store, tokens (the document's length),
-                     and with a text date to condition on, <field>_year (choose_condition)
+                     and with a text date to condition on, <field>_year (choose_condition).
+                     dfr-browser inserts every text value into its pages as HTML (a document's
+                     citation is its values joined), so each text cell and field name is
+                     escape.html_csv_cell: HTML-escaped, and safe from formulas in a spreadsheet
   tw.json            {"alpha": [alpha_k], "tw": [{"words": top words, "weights": N[k, w] rounded}]}
   dt.json.zip        dt.json, the documents x topics token counts round(theta[d, k] N_d) in
                      compressed sparse columns {"i": doc per entry, "p": column pointers (K + 1),
@@ -33,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..escape import html_csv_cells, html_escape
 from ..infer import DocTopics
 from ..memory import budget_bytes
 from .base import ExportContext, Writer, stored_counts, top_word_union, topic_counts, topic_word_probabilities
@@ -123,15 +128,18 @@ def write_dfr_metadata(ctx: ExportContext, path: Path, condition: Condition) -> 
             archive.open("meta.csv", "w", force_zip64=True) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         writer = csv.writer(text, lineterminator="\r\n")
-        writer.writerow(["id", "title", *fields, "tokens", *([condition.column] if condition.source else [])])
+        # (the condition's column is named after a field of TIME_FIELDS, which escaping leaves as it is)
+        writer.writerow(html_csv_cells(["id", "title", *fields, "tokens",
+                                        *([condition.column] if condition.source else [])]))
         for first, _, _, _, lengths in ctx.dt.iter_blocks():
             stop = first + len(lengths)
-            ids = store.doc_ids(first, stop).tolist()
-            columns = [_csv_values(store.metadata(f, first, stop)) for f in fields] + [lengths.tolist()]
+            ids = html_csv_cells(store.doc_ids(first, stop).tolist())
+            columns = [html_csv_cells(_csv_values(store.metadata(f, first, stop))) for f in fields]
+            columns.append(lengths.tolist())
             if condition.source:  # the year of each date, as a date the browser cannot misread
                 dates = store.metadata(condition.source, first, stop).tolist()
                 columns.append([f"{YEAR.search(v).group()}-01-01" for v in dates])
-            titles = _csv_values(store.metadata("title", first, stop)) if titled else ids
+            titles = html_csv_cells(_csv_values(store.metadata("title", first, stop))) if titled else ids
             writer.writerows([ids[i], titles[i] or ids[i], *(c[i] for c in columns)] for i in range(len(ids)))
         text.flush()
         text.detach()
@@ -210,11 +218,12 @@ def browser_info(ctx: ExportContext, condition: Condition) -> dict:
            "bib": {"type": "base"}, "bib_view": {"major": "all", "minor": "raw"}, "condition": condition.vis}
     if condition.column:  # the topic page's bars as wide as most of a bin (dfr-browser's default is 90 days)
         vis["topic_view"] = {"time": {"bar": {"unit": "day", "w": 250 * condition.vis["spec"]["n"]}}}
+    run_name = html_escape(ctx.run.name)  # dfr-browser inserts title and meta_info as HTML
     return {
-        "title": f"bigtopics: {ctx.run.name}",
+        "title": f"bigtopics: {run_name}",
         "meta_info": f"<p>{model.n_topics} topics over {store.n_docs:,} documents and {model.n_words:,} words "
                      f"(sum of alpha {model.alpha_k.sum():g}, eta {model.eta:g}), exported by bigtopics from "
-                     f"{ctx.run.name}. Document weights are token counts, round(theta N_d).</p>",
+                     f"{run_name}. Document weights are token counts, round(theta N_d).</p>",
         "VIS": vis,
     }
 

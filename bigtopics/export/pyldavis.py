@@ -11,6 +11,11 @@ Up to MAX_CELLS topics x words the vocabulary is whole. Beyond, it is the union 
 top PYLDAVIS_TERMS words and one more term, OTHER_WORDS, holding the rest of each topic's mass, so
 that the rows still sum to 1 (pyLDAvis refuses rows that do not) while every listed word keeps
 the model's probability.
+
+pyLDAvis's page (prepared_data_to_html, save_html) copies its data into a <script> element as
+json.dumps writes it, with "<" and "/" unescaped: a word holding "</script>" would end the
+element and what follows would run. Each word is written escape.inert_in_script (U+200B, a zero
+width space, after a "<" starting "</" or "<!"), which the page shows as the word.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..escape import inert_in_script
 from .base import ExportContext, Writer, top_word_union, topic_word_probabilities
 
 PYLDAVIS_TERMS = 30
@@ -38,7 +44,7 @@ def write_pyldavis(ctx: ExportContext, out: Path) -> None:
     model = ctx.model
     terms = pyldavis_terms(ctx)
     dists = topic_word_probabilities(model, terms)
-    vocab = [str(w) for w in model.vocab[terms]]
+    vocab = [inert_in_script(str(w)) for w in model.vocab[terms]]
     if len(terms) < model.n_words:
         dists = np.concatenate([dists, np.maximum(1.0 - dists.sum(1, keepdims=True), 0.0)], axis=1)
         vocab.append(OTHER_WORDS)

@@ -4,7 +4,9 @@ Three pages (index.html, topic.html, doc.html) and their script and style are co
 templates/; everything they show is in data/ as JavaScript files that call BT.put(name, value),
 loaded by inserting a <script> element, which browsers allow from file:// as well as from a web
 server (fetch() of a JSON file is refused from file://). No page asks for anything outside the
-folder.
+folder. The pages build their content with DOM calls (text nodes, setAttribute), never by parsing
+text as HTML, and the data files are escape.script_json, so no title, id, word or metadata value
+can run as code.
 
     site.json                 what wrote the folder (how `--overwrite` recognises it), counts
     data/site.js              run summary, topics (words, size, coherence), fields, training curve,
@@ -16,7 +18,8 @@ folder.
                               book's metadata and topics, and every section's topics in order
     data/titles/<shard>.js    TITLES_PER_SHARD [book, title, id] rows, read by the search box
     csv/                      topics, topic words, document and book topics, topic by field,
-                              training curve
+                              training curve; a text cell a spreadsheet would run as a formula
+                              starts with "'" (escape.spreadsheet_cell)
 
 One page per document would be one file per document: a million files for a library of a
 million sections, slow to write, copy and serve. Instead doc.html#b=<book> reads the shard of
@@ -39,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import clear_leftovers, publish_dir, temporary_sibling
+from ..escape import csv_text_field, script_json, spreadsheet_cell
 from ..evaluate import current_evaluation, evaluation_path
 from ..infer import DocTopics
 from ..model import alpha_attribute, load_model
@@ -60,7 +64,7 @@ TRAINING_FIELDS = ("minibatch", "epoch", "docs_seen", "tokens_seen", "seconds", 
 
 
 def _js(name: str, value) -> bytes:
-    return f"BT.put({json.dumps(name)},{json.dumps(value, separators=(',', ':'))});\n".encode()
+    return f"BT.put({script_json(name)},{script_json(value, separators=(',', ':'))});\n".encode()
 
 
 def _round(x: float) -> float:
@@ -119,11 +123,6 @@ def _pairs(topics: np.ndarray, weights: np.ndarray) -> list:
     return list(zip(topics.tolist(), _significant(weights).tolist()))  # (json writes a tuple as a list)
 
 
-def _csv_field(text: str) -> str:
-    """One CSV field as the csv module writes it (quoted when it must be)."""
-    return '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\r\n') else text
-
-
 def build_site(run, output, *, doc_topics, store=None, n_words: int = 30, n_books: int = 25, n_sections: int = 5,
                overwrite: bool = False, quiet: bool = False, log=None, storage_options: dict | None = None) -> dict:
     """Write the site for RUN and its document topics into the folder `output`; returns counts
@@ -179,12 +178,12 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
                                    "topics": _pairs(s.topics, s.weights)} for s in book.sections]
         books.add(record, len(book.sections))
         titles.add([book.number, book.title, book.id])
-        book_id = _csv_field(book.id)
+        book_id = csv_text_field(book.id)
         for s in book.sections:  # (by hand: csv.writer's per-field checks cost more than the rest of the build)
-            head = f"{s.doc},{_csv_field(s.id)},{book_id},"
+            head = f"{s.doc},{csv_text_field(s.id)},{book_id},"
             doc_csv.handle.write("".join(f"{head}{k},{w}\n" for k, w in zip(s.topics.tolist(),
                                                                           np.round(s.weights, 6).tolist())))
-        book_csv.rows([book.number, book.id, book.title, book.tokens, k, w]
+        book_csv.rows([book.number, spreadsheet_cell(book.id), spreadsheet_cell(book.title), book.tokens, k, w]
                       for k, w in zip(topics.tolist(), np.round(weights, 6).tolist()))
 
     try:
@@ -223,7 +222,8 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
     topics_csv = CsvFile(folder / "csv" / "topics.csv", ["topic", "share", "tokens", "coherence", "npmi", "c_v",
                                                          "top_words"])
     words_csv = CsvFile(folder / "csv" / "topic_words.csv", ["topic", "rank", "word", "probability"])
-    field_csvs = {name: CsvFile(folder / "csv" / f"topic_by_{_file_name(name)}.csv", [name, "tokens", "topic", "share"])
+    field_csvs = {name: CsvFile(folder / "csv" / f"topic_by_{_file_name(name)}.csv",
+                                [spreadsheet_cell(name), "tokens", "topic", "share"])
                   for name in fields}
     try:
         for k in range(model.n_topics):
@@ -238,10 +238,11 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
             (folder / "data" / "topics" / f"{k}.js").write_bytes(_js(f"topics/{k}", page))
             figures = [coherence, measures["npmi"], measures["c_v"]]
             topics_csv.rows([[k, f"{share[k]:.6g}", f"{totals[k]:.6g}", *("" if x is None else f"{x:.6g}" for x in figures),
-                              " ".join(w for w, _ in words[:20])]])
-            words_csv.rows([k, rank, w, f"{p:.6g}"] for rank, (w, p) in enumerate(words))
+                              spreadsheet_cell(" ".join(w for w, _ in words[:20]))]])
+            words_csv.rows([k, rank, spreadsheet_cell(w), f"{p:.6g}"] for rank, (w, p) in enumerate(words))
             for name, r in fields.items():
-                field_csvs[name].rows([v, f"{n:.6g}", k, f"{s:.6g}"] for v, n, s in zip(r["values"], r["tokens"], r["share"][k]))
+                field_csvs[name].rows([spreadsheet_cell(v), f"{n:.6g}", k, f"{s:.6g}"]
+                                      for v, n, s in zip(r["values"], r["tokens"], r["share"][k]))
     finally:
         for f in (topics_csv, words_csv, *field_csvs.values()):
             f.close()
