@@ -132,6 +132,8 @@ class Model:
         check_indptr(path, "topic_word/indptr", self._indptr, self.group["topic_word/indices"].shape[0])
         self._vocab = None
         self._word_rows = None
+        self._topic_word = (self.group["topic_word/indices"], self.group["topic_word/data"])
+        self._block = (0, np.zeros(0, np.int64), np.zeros(0))  # (first entry, words, values) read last
 
     def topic_totals(self) -> np.ndarray:
         """N[k] = sum_w N[k, w] (float64, K)."""
@@ -179,11 +181,19 @@ class Model:
     def topic_entries(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(word ids, N[k, w]) of the stored entries of topic k."""
         lo, hi = int(self._indptr[k]), int(self._indptr[k + 1])
-        words = np.asarray(self.group["topic_word/indices"][lo:hi], np.int64)
-        values = np.asarray(self.group["topic_word/data"][lo:hi], np.float64)
-        check_ids(self.path, "topic_word/indices", words, self.n_words)
-        check_counts(self.path, "topic_word/data", values)
-        return words, values
+        start, words, values = self._block
+        if not (start <= lo and hi <= start + len(words)):
+            # Readers go through the topics in order: read ENTRIES_PER_CHUNK entries at once (one
+            # chunk's worth, or the topic if larger), not a Zarr read a topic, which at tens of
+            # thousands of small topics costs more than the data.
+            stop = max(hi, min(lo + ENTRIES_PER_CHUNK, self.n_entries))
+            words = np.asarray(self._topic_word[0][lo:stop], np.int64)
+            values = np.asarray(self._topic_word[1][lo:stop], np.float64)
+            check_ids(self.path, "topic_word/indices", words, self.n_words)
+            check_counts(self.path, "topic_word/data", values)
+            words.flags.writeable = values.flags.writeable = False  # callers get views of the block
+            start, self._block = lo, (lo, words, values)
+        return words[lo - start : hi - start], values[lo - start : hi - start]
 
     def word_probabilities(self, k: int) -> np.ndarray:
         """p(w | k) for every word (dense, V)."""
