@@ -11,10 +11,11 @@ its compressed pieces (Blosc/zstd with bit shuffle, 64 MiB of raw data a piece, 
 takes at most 2 GB a call). A file is written under a temporary name, fsynced and renamed;
 a full disk is a DiskFullError and leaves the earlier checkpoints as they were.
 
-Reading checks the file before allocating anything from it (read_checkpoint): a truncated or
-corrupted file, or one whose manifest and pieces do not add up, is CheckpointDamaged, set aside
-as `*.damaged` and passed over for the previous one; a file that cannot be read now (a
-permission, an I/O error) is a CheckpointError and nothing is set aside. The SHA-256 detects
+Reading checks the file before allocating anything from it and reads it piece by piece, never
+whole (read_checkpoint): a truncated or corrupted file, one whose manifest and pieces do not add
+up, or a path that is not a regular file (a FIFO, a device such as /dev/zero) is
+CheckpointDamaged, set aside as `*.damaged` and passed over for the previous one; a file that
+cannot be read now (a permission, an I/O error) is a CheckpointError and nothing is set aside. The SHA-256 detects
 damage, not tampering: anyone who can write the file can write its hash.
 """
 
@@ -25,6 +26,7 @@ import json
 import math
 import os
 import re
+import stat
 import struct
 import warnings
 from dataclasses import dataclass
@@ -186,13 +188,43 @@ def save_checkpoint(run_dir, step: int, meta: dict, arrays: dict[str, np.ndarray
     return final
 
 
-def _read(path: Path) -> bytes:
-    """A checkpoint's bytes; a read that fails (permissions, I/O, a network filesystem) is a
-    CheckpointError that is not CheckpointDamaged: the file may be fine once it can be read."""
+# What a path that is not a regular file is, for the one line that refuses it.
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+HASH_CHUNK_BYTES = 8 << 20  # the checksum is computed over the file this much at a time
+MAX_MANIFEST_BYTES = 64 << 20  # a real manifest is kilobytes: a few numbers per array and the run's metadata
+# Blosc's largest compressed frame of PIECE_BYTES (its header and a stored-uncompressed block's
+# overhead): a piece declared larger is refused before it is read.
+MAX_PIECE_OVERHEAD = 4096
+
+
+def open_regular_file(path: Path):
+    """`path` opened for binary reading if it is a regular file (a symlink is followed).
+    CheckpointDamaged naming what it is otherwise: a FIFO would block a read forever and a device
+    such as /dev/zero never ends, so neither is ever read. CheckpointError if it cannot be opened."""
     try:
-        return path.read_bytes()
+        # O_NONBLOCK: a FIFO swapped in after a check must not block the open; fstat then refuses it
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise CheckpointError(f"{path} cannot be read ({e.strerror or e})") from e
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+            target = f" ({path} -> {os.path.realpath(path)})" if os.path.islink(path) else ""
+            raise CheckpointDamaged(f"{path}: {kind}{target}, not a checkpoint file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_exactly(f, n: int, path: Path) -> bytes:
+    data = f.read(n)
+    if len(data) != n:
+        raise CheckpointDamaged(f"{path}: truncated while it was read (it changed under the reader)")
+    return data
 
 
 def _blosc_sizes(blob) -> tuple[int, int]:
@@ -223,61 +255,77 @@ def _manifest_arrays(manifest, data_bytes: int, piece_bytes: int) -> list[tuple[
             raise ValueError(f"array {name}: shape or piece sizes that are not sizes")
         if len(pieces) != max(1, -(-math.prod(shape) // max(1, piece_bytes // dtype.itemsize))):
             raise ValueError(f"array {name}: {len(pieces)} pieces for shape {shape}")
+        if any(size > max(piece_bytes, dtype.itemsize) + MAX_PIECE_OVERHEAD for size in pieces):
+            raise ValueError(f"array {name}: a piece of {max(pieces):,} bytes, larger than a piece can be")
         total += sum(pieces)
         out.append((name, dtype, tuple(shape), pieces))
     if total != data_bytes:
-        raise ValueError(f"the pieces declare {total} bytes, the file holds {data_bytes}")
+        raise ValueError(f"the pieces declare {total} bytes, the file holds {data_bytes} (truncated or damaged)")
     if len({name for name, *_ in out}) != len(out):
         raise ValueError("an array declared twice")
     return out
 
 
+def _array_limit(name: str, n: int, limits: dict[str, Limit], arrays: dict) -> str | None:
+    """Why an array `name` of `n` elements cannot be this run's (limits), or None."""
+    limit = limits.get(name)
+    if limit is None:
+        return f"an unexpected array {name}"
+    try:
+        most = int(limit(arrays) if callable(limit) else limit)
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as e:
+        return f"array {name} cannot be sized ({e})"
+    return f"array {name} declares {n:,} elements, at most {most:,} fit this run" if n > most else None
+
+
 def read_checkpoint(path, limits: dict[str, Limit] | None = None) -> tuple[dict, dict[str, np.ndarray]]:
     """(meta, arrays) of one checkpoint file.
 
-    Everything is checked before anything is allocated: the checksum, then the manifest (its
-    arrays' dtypes, shapes and pieces add up to the file), each array's size against `limits`
-    (array name -> most elements, or a function of the arrays read before it; with limits, an
-    array not named in them is refused) and against the memory available, and each piece's Blosc
-    header against the bytes its place in the array holds; a piece is then decompressed into its
-    place and nowhere else. CheckpointDamaged if the bytes are wrong, CheckpointError if the file
-    cannot be read now.
+    The file is read piece by piece, and every size it declares is checked before it is read or
+    allocated: it must be a regular file (never a FIFO or a device); its header, then its
+    manifest (at most MAX_MANIFEST_BYTES; its arrays' dtypes, shapes and pieces adding up to the
+    file's size), the arrays together against the memory available; then the checksum, computed
+    over the file a chunk at a time; then each array's size against `limits` (array name -> most
+    elements, or a function of the arrays read before it; with limits, an array not named in them
+    is refused) and each piece's Blosc header against the bytes its place in the array holds; a
+    piece is then read and decompressed into its place and nowhere else. CheckpointDamaged if the
+    bytes are wrong, CheckpointError if the file cannot be read now.
     """
     path = Path(path)
-    payload = _read(path)
-    if len(payload) < len(MAGIC) + 8 + 32 or not payload.startswith(MAGIC):
-        raise CheckpointDamaged(f"{path}: not a bigtopics checkpoint, or truncated")
-    body = memoryview(payload)[:-32]  # views, not copies: a checkpoint can be gigabytes
-    if hashlib.sha256(body).digest() != payload[-32:]:
-        raise CheckpointDamaged(f"{path}: checksum mismatch (the file is truncated or corrupted)")
-    (manifest_len,) = struct.unpack("<Q", body[len(MAGIC) : len(MAGIC) + 8])
-    offset = len(MAGIC) + 8
-    if manifest_len > len(body) - offset:
-        raise CheckpointDamaged(f"{path}: damaged header (a manifest of {manifest_len} bytes in a file of "
-                                f"{len(payload)})")
     try:
-        manifest = json.loads(bytes(body[offset : offset + manifest_len]))
+        with open_regular_file(path) as f:
+            return _read_open_checkpoint(f, path, limits)
+    except OSError as e:
+        raise CheckpointError(f"{path} cannot be read ({e.strerror or e})") from e
+
+
+def _read_open_checkpoint(f, path: Path, limits) -> tuple[dict, dict[str, np.ndarray]]:
+    size = os.fstat(f.fileno()).st_size
+    head = f.read(len(MAGIC) + 8)
+    if size < len(MAGIC) + 8 + 32 or len(head) < len(MAGIC) + 8 or not head.startswith(MAGIC):
+        raise CheckpointDamaged(f"{path}: not a bigtopics checkpoint, or truncated")
+    (manifest_len,) = struct.unpack("<Q", head[len(MAGIC):])
+    offset = len(MAGIC) + 8
+    if manifest_len > min(size - offset - 32, MAX_MANIFEST_BYTES):
+        raise CheckpointDamaged(f"{path}: damaged header (a manifest of {manifest_len:,} bytes in a file of "
+                                f"{size:,}; at most {MAX_MANIFEST_BYTES:,})")
+    try:
+        manifest = json.loads(_read_exactly(f, manifest_len, path))
         offset += manifest_len
-        declared = _manifest_arrays(manifest, len(body) - offset, PIECE_BYTES)
+        declared = _manifest_arrays(manifest, size - 32 - offset, PIECE_BYTES)
     except (ValueError, TypeError, RecursionError) as e:
         raise CheckpointDamaged(f"{path}: not a checkpoint of this format ({e})") from None
+    needed = sum(math.prod(shape) * dtype.itemsize for _, dtype, shape, _ in declared)
+    if needed > available_bytes():
+        raise CheckpointError(f"{path}: its arrays take {format_bytes(needed)}, more memory than is available "
+                              f"({format_bytes(available_bytes())})")
+    _verify_checksum(f, path, size)
     arrays: dict[str, np.ndarray] = {}
     for name, dtype, shape, pieces in declared:
         n = math.prod(shape)
-        problem = None
-        if limits is not None:
-            limit = limits.get(name)
-            if limit is None:
-                problem = f"an unexpected array {name}"
-            else:
-                try:
-                    most = int(limit(arrays) if callable(limit) else limit)
-                except (ValueError, TypeError, IndexError, KeyError, OverflowError) as e:
-                    most, problem = 0, f"array {name} cannot be sized ({e})"
-                if problem is None and n > most:
-                    problem = f"array {name} declares {n:,} elements, at most {most:,} fit this run"
+        problem = _array_limit(name, n, limits, arrays) if limits is not None else None
         if problem is None:
-            problem = _check_pieces(body, offset, pieces, n * dtype.itemsize, dtype.itemsize)
+            problem = _check_pieces(f, offset, pieces, n * dtype.itemsize, dtype.itemsize)
         if problem:
             raise CheckpointDamaged(f"{path}: {problem}")
         if n * dtype.itemsize > available_bytes():
@@ -286,30 +334,45 @@ def read_checkpoint(path, limits: dict[str, Limit] | None = None) -> tuple[dict,
         out = np.empty(n, dtype)
         raw = out.view(np.uint8)
         at = 0
-        for size in pieces:
-            if size:
-                blob = body[offset : offset + size]
+        f.seek(offset)
+        for piece_size in pieces:
+            if piece_size:
+                blob = _read_exactly(f, piece_size, path)
                 nbytes, _ = _blosc_sizes(blob)
                 try:
                     _CODEC.decode(blob, out=raw[at : at + nbytes])
                 except (ValueError, RuntimeError, TypeError) as e:
                     raise CheckpointDamaged(f"{path}: array {name} does not decompress ({e})") from None
                 at += nbytes
-            offset += size
+            offset += piece_size
         arrays[name] = out.reshape(shape)
     return manifest["meta"], arrays
 
 
-def _check_pieces(body, offset: int, pieces: list[int], nbytes: int, itemsize: int) -> str | None:
-    """Why the pieces at `offset` cannot be `nbytes` of an array, or None: every piece a Blosc
-    frame of its declared compressed size, decompressing to whole elements, at most
-    PIECE_BYTES, and together to exactly the array."""
+def _verify_checksum(f, path: Path, size: int) -> None:
+    """CheckpointDamaged unless the file's last 32 bytes are the SHA-256 of the rest (read in chunks)."""
+    digest = hashlib.sha256()
+    f.seek(0)
+    left = size - 32
+    while left:
+        chunk = _read_exactly(f, min(left, HASH_CHUNK_BYTES), path)
+        digest.update(chunk)
+        left -= len(chunk)
+    if digest.digest() != _read_exactly(f, 32, path):
+        raise CheckpointDamaged(f"{path}: checksum mismatch (the file is truncated or corrupted)")
+
+
+def _check_pieces(f, offset: int, pieces: list[int], nbytes: int, itemsize: int) -> str | None:
+    """Why the pieces at `offset` of the open file cannot be `nbytes` of an array, or None: every
+    piece a Blosc frame of its declared compressed size, decompressing to whole elements, at most
+    PIECE_BYTES, and together to exactly the array. Reads the pieces' 16-byte headers only."""
     total = 0
     for size in pieces:
         if size == 0:
             continue
+        f.seek(offset)
         try:
-            raw, compressed = _blosc_sizes(body[offset : offset + size])
+            raw, compressed = _blosc_sizes(f.read(min(size, 16)))
         except ValueError as e:
             return str(e)
         if compressed != size:
@@ -326,13 +389,14 @@ def _check_pieces(body, offset: int, pieces: list[int], nbytes: int, itemsize: i
 
 def read_checkpoint_meta(path) -> dict:
     """The metadata of a checkpoint, read from its manifest alone (no checksum verification)."""
+    path = Path(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular_file(path) as f:
             head = f.read(len(MAGIC) + 8)
             if len(head) < len(MAGIC) + 8 or not head.startswith(MAGIC):
                 raise CheckpointDamaged(f"{path}: not a bigtopics checkpoint, or truncated")
             (manifest_len,) = struct.unpack("<Q", head[len(MAGIC):])
-            if manifest_len > os.fstat(f.fileno()).st_size:
+            if manifest_len > min(os.fstat(f.fileno()).st_size, MAX_MANIFEST_BYTES):
                 raise CheckpointDamaged(f"{path}: damaged header")
             try:
                 meta = json.loads(f.read(manifest_len))["meta"]

@@ -124,6 +124,7 @@ class Model:
         self.attrs = dict(self.group.attrs)
         check_format(path, self.attrs, "model_format_version", MODEL_FORMAT_VERSION)
         self.n_topics, self.n_words = check_model_header(path, self.group, self.attrs)
+        check_model_attributes(path, self.attrs)
         alpha = self.attrs["alpha"]
         # a number (symmetric) or K numbers (learned), as the kernels take it (kernels/prior.py)
         self.alpha = float(alpha) if np.ndim(alpha) == 0 else np.asarray(alpha, np.float64)
@@ -134,6 +135,8 @@ class Model:
         check_indptr(path, "topic_word/indptr", self._indptr, self.group["topic_word/indices"].shape[0])
         self._vocab = None
         self._word_rows = None
+        self._topic_word = (self.group["topic_word/indices"], self.group["topic_word/data"])
+        self._block = (0, np.zeros(0, np.int64), np.zeros(0))  # (first entry, words, values) read last
 
     def topic_totals(self) -> np.ndarray:
         """N[k] = sum_w N[k, w] (float64, K)."""
@@ -181,11 +184,19 @@ class Model:
     def topic_entries(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(word ids, N[k, w]) of the stored entries of topic k."""
         lo, hi = int(self._indptr[k]), int(self._indptr[k + 1])
-        words = np.asarray(self.group["topic_word/indices"][lo:hi], np.int64)
-        values = np.asarray(self.group["topic_word/data"][lo:hi], np.float64)
-        check_ids(self.path, "topic_word/indices", words, self.n_words)
-        check_counts(self.path, "topic_word/data", values)
-        return words, values
+        start, words, values = self._block
+        if not (start <= lo and hi <= start + len(words)):
+            # Readers go through the topics in order: read ENTRIES_PER_CHUNK entries at once (one
+            # chunk's worth, or the topic if larger), not a Zarr read a topic, which at tens of
+            # thousands of small topics costs more than the data.
+            stop = max(hi, min(lo + ENTRIES_PER_CHUNK, self.n_entries))
+            words = np.asarray(self._topic_word[0][lo:stop], np.int64)
+            values = np.asarray(self._topic_word[1][lo:stop], np.float64)
+            check_ids(self.path, "topic_word/indices", words, self.n_words)
+            check_counts(self.path, "topic_word/data", values)
+            words.flags.writeable = values.flags.writeable = False  # callers get views of the block
+            start, self._block = lo, (lo, words, values)
+        return words[lo - start : hi - start], values[lo - start : hi - start]
 
     def word_probabilities(self, k: int) -> np.ndarray:
         """p(w | k) for every word (dense, V)."""
@@ -274,6 +285,48 @@ def check_model_header(path, group, attrs: dict) -> tuple[int, int]:
         if shapes[name] != shape:
             raise _damaged(path, f"{name} declares shape {shapes[name]}, expected {shape}")
     return n_topics, n_words
+
+
+# The attributes about training that readers (report, site, evaluate, infer) take numbers from,
+# each optional (a model written without them is read without them): attribute -> {field: kind}.
+WHOLE, WHOLE_OR_NONE, SECONDS, POSITIVE = "a whole number >= 0", "a whole number >= 0 or null", \
+    "a number of seconds >= 0", "a finite number > 0"
+MODEL_ATTRIBUTES = {
+    "progress": {"epoch": WHOLE, "step": WHOLE, "docs_seen": WHOLE, "tokens_seen": WHOLE, "seconds": SECONDS},
+    "settings": {"heldout": WHOLE, "scale_docs": WHOLE_OR_NONE},
+    "store_fingerprint": {"n_docs": WHOLE_OR_NONE, "n_words": WHOLE_OR_NONE, "n_tokens": WHOLE_OR_NONE},
+    "alpha_scale": {"factor": POSITIVE, "documents": WHOLE},
+}
+
+
+def _is_kind(value, kind: str) -> bool:
+    if kind == WHOLE_OR_NONE and value is None:
+        return True
+    if kind in (WHOLE, WHOLE_OR_NONE):
+        return type(value) is int and value >= 0
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)):
+        return False
+    return value >= 0 if kind == SECONDS else value > 0
+
+
+def check_model_attributes(path, attrs: dict) -> None:
+    """A StoreError naming the attribute unless each of MODEL_ATTRIBUTES present is an object
+    whose listed fields (each optional) are of their kind: checked once where the model is opened,
+    so that no reader meets a crafted value."""
+    for name, fields in MODEL_ATTRIBUTES.items():
+        if name not in attrs:
+            continue
+        value = attrs[name]
+        if not isinstance(value, dict):
+            raise _damaged(path, f"attribute {name} is {_shown(value)}, expected an object")
+        for field, kind in fields.items():
+            if field in value and not _is_kind(value[field], kind):
+                raise _damaged(path, f"attribute {name}.{field} is {_shown(value[field])}, expected {kind}")
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_counts(path, name: str, values: np.ndarray) -> None:

@@ -36,6 +36,7 @@ from . import dfr, mallet, mallet_diagnostics, model_files, pyldavis, search, st
 from .base import ExportContext, ExportOptions, Writer
 from .dfr import write_dfr_doc_topics
 from .search import RESERVED, search_names
+from .sizes import check_export_size, check_top_words_memory
 from .text import escape_id, escape_word, text_ids, unescape
 
 WRITERS: tuple[Writer, ...] = (*model_files.WRITERS, *mallet.WRITERS, *state.WRITERS, *mallet_diagnostics.WRITERS,
@@ -61,6 +62,7 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     run = Path(run)
     model = load_model(run)
     check_integer(options.doc_topics_max, "--doc-topics-max", -1)
+    check_top_words_memory(model.n_topics, model.n_words, options)
     for flag, wanted in (("--state", options.state), ("--diagnostics", options.diagnostics)):
         if wanted and not state.has_assignments(run):
             raise OptionError(state.NO_ASSIGNMENTS.format(flag=flag, run=run))
@@ -72,12 +74,13 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     ctx = ExportContext(run=run, model=model, options=options, diagnostics=_diagnostics(run, model, log), log=log,
                         dt=dt, store=opened, storage_options=storage_options,
                         top=[top_word_ids(model, k, options.top_words) for k in range(model.n_topics)])
+    writers = [writer for writer in WRITERS if _wanted(writer, ctx)]
+    check_export_size(ctx, {name for writer in writers for name in writer.files}, output.parent)
     tmp = temporary_sibling(output)
     tmp.mkdir(parents=True)
     try:
-        for writer in WRITERS:
-            if _wanted(writer, ctx):
-                writer.write(ctx, tmp)
+        for writer in writers:
+            writer.write(ctx, tmp)
         publish_dir(tmp, output, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

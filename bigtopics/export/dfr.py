@@ -238,11 +238,11 @@ def topic_scaled(ctx: ExportContext) -> np.ndarray | None:
         return None
     p = topic_word_probabilities(model, words)
     roots = np.sqrt(p / p.sum(1, keepdims=True))
-    gram = roots @ roots.T
-    centred = gram - gram.mean(0) - gram.mean(1)[:, None] + gram.mean()
-    values, vectors = np.linalg.eigh(centred)
-    order = np.argsort(values)[::-1][:2]
-    coords = vectors[:, order] * np.sqrt(np.maximum(values[order], 0.0))
+    # the double-centred K x K Gram matrix of the roots is (roots - their mean)(...)^T, so its top
+    # eigenvectors scaled are the centred roots' top left singular vectors times their singular
+    # values: the same coordinates without a K x K matrix
+    vectors, values, _ = np.linalg.svd(roots - roots.mean(0), full_matrices=False)
+    coords = vectors[:, :2] * values[:2]
     if coords.shape[1] < 2:
         coords = np.pad(coords, ((0, 0), (0, 2 - coords.shape[1])))
     return coords

@@ -61,16 +61,16 @@ def write_word_topic_counts(ctx: ExportContext, out: Path) -> None:
 def write_topic_word_weights(ctx: ExportContext, out: Path) -> None:
     """MALLET's printTopicWordWeights: the unnormalised weight beta + count of every word in every
     topic (here eta + N[k, w]); one topic's lines at a time."""
-    model = ctx.model
-    middles = [f"\t{w}\t" for w in ctx.vocab_text]
+    model, vocab = ctx.model, ctx.vocab_text
     smoothing = f"{model.eta:.8g}"
     with open(out / "topic_word_weights.txt", "w", encoding="utf-8") as f:
         for k in range(model.n_topics):
             words, values = model.topic_entries(k)
-            weights = [smoothing] * model.n_words
-            for w, v in zip(words.tolist(), (model.eta + values).tolist()):
-                weights[w] = f"{v:.8g}"
-            f.write("".join(f"{k}{m}{x}\n" for m, x in zip(middles, weights)))
+            weight = dict(zip(words.tolist(), (f"{v:.8g}" for v in (model.eta + values).tolist())))
+            for lo in range(0, model.n_words, WORDS_PER_WRITE):  # a block of lines at a time, whatever V is
+                hi = min(lo + WORDS_PER_WRITE, model.n_words)
+                f.write("".join(f"{k}\t{name}\t{weight.get(w, smoothing)}\n"
+                                for w, name in zip(range(lo, hi), vocab[lo:hi].tolist())))
 
 
 def dense_proportions(indptr, topics, weights, lengths, alpha: np.ndarray) -> np.ndarray:
