@@ -21,6 +21,7 @@ import click
 import numpy as np
 
 from .checkpoints import CheckpointError
+from .input_formats import FORMATS
 from .local_steps import LOCAL_STEPS
 from .options import OptionError, parse_interval
 from .startup import commands_take_interrupts
@@ -123,7 +124,7 @@ def main():
 @click.option("-o", "--output", required=True, help="The store to write: a directory, or a URL such as s3://bucket/books.zarr.")
 @click.option("--files-from", default=None,
               help="Read the input paths from this file, one a line ('-': stdin), instead of INPUTS.")
-@click.option("--format", "fmt", type=click.Choice(["txt", "lines", "jsonl", "tsv", "bow-jsonl"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Input format (default: by extension: .jsonl/.json/.ndjson, .tsv, else txt).")
 @click.option("--text-field", default="text", show_default=True, help="jsonl: the field holding the text.")
 @click.option("--id-field", default="id", show_default=True, help="jsonl, bow-jsonl: the document id field.")
@@ -161,7 +162,7 @@ def ingest(inputs, output, files_from, fmt, text_field, id_field, bow_field, sec
 
     from .ingest import Pruning, ingest as run_ingest, read_vocabulary
     from .memory import parse_bytes
-    from .readers import FormatOptions
+    from .input_formats import FormatOptions
     from .tokenizer import TokenizerSettings
 
     if not inputs and files_from is None:

@@ -4,13 +4,8 @@ The main process walks the inputs, decompresses them (gzip, bzip2 and xz are rec
 magic bytes, whatever the file is called) and cuts them into `Unit`s of a few MB of whole lines
 (or one whole file for `txt`). Workers turn a unit into `Record`s with `parse_unit`.
 
-Formats:
-    txt        one document per file; id = path relative to the input root
-    lines      one document per line; id = file:line
-    jsonl      one JSON object per line; text and id fields configurable; other fields are
-               per-document metadata (lists and objects kept as JSON text)
-    tsv        MALLET's id<TAB>label<TAB>text; the label is kept as metadata `label`
-    bow-jsonl  one JSON object per line with a pre-counted {word: count} field
+Formats: `txt` is one document per file (its id the path relative to the input root); the
+formats of one document a line each parse a line in their own module (input_formats/).
 """
 
 from __future__ import annotations
@@ -19,7 +14,6 @@ import bz2
 import codecs
 import gzip
 import io
-import json
 import lzma
 import os
 import shutil
@@ -28,17 +22,16 @@ import tempfile
 import unicodedata
 import zlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 import numpy as np
 
+from .input_formats import LINE_FORMATS, FormatOptions, InputError, Record
 from .listing import input_files, overlapping_inputs, read_file_list
 from .memory import format_bytes
 
-FORMATS = ("txt", "lines", "jsonl", "tsv", "bow-jsonl")
-LINE_FORMATS = ("lines", "jsonl", "tsv", "bow-jsonl")
 EXTENSION_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".tsv": "tsv"}
 COMPRESSION_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
@@ -47,25 +40,7 @@ READ_BLOCK_BYTES = 1 << 20
 # A text file of a line format is binary only if this share of its first bytes is not text: binary
 # files have over half, Latin-1 text read as UTF-8 under a fifth; one bad line has a few bytes.
 BINARY_ODD_SHARE = 0.3
-METADATA_INT_RANGE = (-(1 << 63), 1 << 63)  # what an int64 column holds
-MAX_COUNT = 1 << 32  # a document's counts, summed, must fit the uint32 counts of a row
 DECOMPRESSION_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error)
-
-
-class InputError(ValueError):
-    """Input that cannot be read as asked: names the file (and line)."""
-
-
-@dataclass
-class FormatOptions:
-    format: str | None = None  # None: by extension
-    text_field: str = "text"
-    id_field: str = "id"
-    bow_field: str = "counts"
-    skip_bad: bool = False
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -79,14 +54,6 @@ class Unit:
     data: bytes
     first_line: int  # line number of data's first line (1-based)
     files: list[tuple[str, int, int]] | None = None  # txt: (name, start, stop) of each file in data
-
-
-@dataclass
-class Record:
-    doc_id: str
-    text: str | bytes | None = None  # bytes only if ASCII
-    counts: dict | None = None  # bow-jsonl
-    meta: dict = field(default_factory=dict)
 
 
 def compression_of(path: Path) -> str | None:
@@ -375,7 +342,7 @@ def parse_unit(unit: Unit, options: FormatOptions, stats: Counter) -> list[Recor
         try:
             if b"\0" in raw_line:
                 raise InputError("a NUL byte (binary data?)")
-            record = _parse_line(unit.format, line, f"{unit.path}:{line_no}", options)
+            record = LINE_FORMATS[unit.format](line, f"{unit.path}:{line_no}", options)
         except InputError as e:
             if not options.skip_bad:
                 raise InputError(f"{unit.path}:{line_no}: {e} (use --skip-bad to skip such lines)") from None
@@ -384,60 +351,3 @@ def parse_unit(unit: Unit, options: FormatOptions, stats: Counter) -> list[Recor
         if record is not None:
             records.append(record)
     return records
-
-
-def _parse_line(fmt: str, line: str | bytes, where: str, options: FormatOptions) -> Record | None:
-    if fmt == "lines":
-        return Record(where, text=line)
-    if fmt == "tsv":
-        text = line.decode("ascii") if isinstance(line, bytes) else line
-        parts = text.split("\t", 2)
-        if len(parts) < 3:
-            if not text.strip():
-                return None
-            raise InputError(f"expected id<TAB>label<TAB>text, found {len(parts)} field(s)")
-        return Record(parts[0], text=parts[2], meta={"label": parts[1]})
-    if not line.strip():
-        return None
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(f"malformed JSON: {e.msg} at column {e.colno}") from None
-    except RecursionError:
-        raise InputError("JSON nested too deeply to read") from None
-    except ValueError as e:  # a number of more than 4,300 digits, say
-        raise InputError(f"malformed JSON: {e}") from None
-    if not isinstance(obj, dict):
-        raise InputError(f"expected a JSON object, found {type(obj).__name__}")
-    doc_id = obj.pop(options.id_field, None)
-    doc_id = where if doc_id is None else str(doc_id)
-    if fmt == "jsonl":
-        text = obj.pop(options.text_field, None)
-        if not isinstance(text, str):
-            raise InputError(f"no text field {options.text_field!r} (a string); set --text-field")
-        return Record(doc_id, text=text, meta=_metadata(obj))
-    counts = obj.pop(options.bow_field, None)
-    if not isinstance(counts, dict) or not all(type(c) is int and c >= 0 for c in counts.values()):
-        raise InputError(f"field {options.bow_field!r} must map words to counts (non-negative integers); set --bow-field")
-    if sum(counts.values()) >= MAX_COUNT:
-        raise InputError(f"the counts of field {options.bow_field!r} add up to 2^32 or more, more than a document "
-                         "can hold")
-    if any(not word.strip() for word in counts):
-        raise InputError(f"field {options.bow_field!r} has an empty word")
-    return Record(doc_id, counts=counts, meta=_metadata(obj))
-
-
-def _metadata(obj: dict) -> dict:
-    """Scalars as they are; lists and objects as JSON text."""
-    low, high = METADATA_INT_RANGE
-    for name, value in obj.items():
-        if type(value) is int and not low <= value < high:
-            raise InputError(f"metadata field {name!r} holds an integer beyond 64 bits ({str(value)[:30]}); "
-                             "write it as a string")
-    try:
-        return {
-            k: json.dumps(v, ensure_ascii=False, sort_keys=True) if isinstance(v, (list, dict)) else v
-            for k, v in obj.items()
-        }
-    except RecursionError:  # (nested just short of what json.loads refuses)
-        raise InputError("JSON nested too deeply to read") from None

@@ -16,7 +16,7 @@ import naive
 from bigtopics import StoreError, open_store
 from bigtopics.cli import main
 from bigtopics.ingest import Pruning, describe_store, ingest
-from bigtopics.readers import FormatOptions, InputError
+from bigtopics.input_formats import FormatOptions, InputError
 from bigtopics.tokenizer import TokenizerSettings, load_stoplist
 
 NO_PRUNING = Pruning(min_df=1, max_df=1.0, max_vocab=None)

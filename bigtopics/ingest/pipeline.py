@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ..memory import budget_bytes, peak_rss_bytes
 from ..outputs import check_output, locate
-from ..readers import FormatOptions, InputReader
+from ..input_formats import FormatOptions
+from ..readers import InputReader
 from ..options import OptionError
 from ..tokenizer import TokenizerSettings
 from .report import IngestReport

@@ -32,7 +32,8 @@ from numcodecs import Blosc
 from ..atomic import is_disk_full, no_space
 from ..kernels.tokens import count_rows
 from ..progress import Progress
-from ..readers import FormatOptions, InputError, InputReader, Unit, parse_unit
+from ..input_formats import FormatOptions, InputError
+from ..readers import InputReader, Unit, parse_unit
 from ..tokenizer import Tokenizer, TokenizerSettings
 from .resume import crc32_file, write_manifest
 from .runs import FIELDS, write_run

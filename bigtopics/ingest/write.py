@@ -15,7 +15,7 @@ import numpy as np
 
 from ..kernels.tokens import remap_rows
 from ..progress import Progress
-from ..readers import InputError
+from ..input_formats import InputError
 from ..store import DEFAULT_ENTRIES_PER_CHUNK, StoreWriter, count_dtype_for, index_dtype_for
 from .report import IngestReport
 from .runs import remap_path
