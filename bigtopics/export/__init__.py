@@ -63,18 +63,15 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     model = load_model(run)
     check_integer(options.doc_topics_max, "--doc-topics-max", -1)
     check_top_words_memory(model.n_topics, model.n_words, options)
-    for flag, wanted in (("--state", options.state), ("--diagnostics", options.diagnostics)):
-        if wanted and not state.has_assignments(run):
+    for flag, asked in (("--state", options.state), ("--diagnostics", options.diagnostics)):
+        if asked and not state.has_assignments(run):
             raise OptionError(state.NO_ASSIGNMENTS.format(flag=flag, run=run))
     output = Path(output)
     clear_leftovers(output, log, "export")  # what an export killed earlier left beside it
     check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="export")
-    dt = DocTopics(doc_topics, storage_options) if doc_topics else None
-    opened = dt.source_store(store, model.n_topics, storage_options) if dt is not None else None
-    ctx = ExportContext(run=run, model=model, options=options, diagnostics=_diagnostics(run, model, log), log=log,
-                        dt=dt, store=opened, storage_options=storage_options,
-                        top=[top_word_ids(model, k, options.top_words) for k in range(model.n_topics)])
-    writers = [writer for writer in WRITERS if _wanted(writer, ctx)]
+    ctx = export_context(run, model, options, doc_topics=doc_topics, store=store, log=log,
+                         storage_options=storage_options)
+    writers = [writer for writer in WRITERS if wanted(writer, ctx)]
     check_export_size(ctx, {name for writer in writers for name in writer.files}, output.parent)
     tmp = temporary_sibling(output)
     tmp.mkdir(parents=True)
@@ -88,7 +85,19 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     return sorted(p.name for p in output.iterdir())
 
 
-def _wanted(writer: Writer, ctx: ExportContext) -> bool:
+def export_context(run: Path, model, options: ExportOptions, *, doc_topics=None, store=None, log,
+                   storage_options: dict | None = None) -> ExportContext:
+    """What every writer is given: the model, its top words and diagnostics, and the document
+    topics with the store they were inferred from, when given."""
+    dt = DocTopics(doc_topics, storage_options) if doc_topics else None
+    opened = dt.source_store(store, model.n_topics, storage_options) if dt is not None else None
+    return ExportContext(run=run, model=model, options=options, diagnostics=_diagnostics(run, model, log), log=log,
+                         dt=dt, store=opened, storage_options=storage_options,
+                         top=[top_word_ids(model, k, options.top_words) for k in range(model.n_topics)])
+
+
+def wanted(writer: Writer, ctx: ExportContext) -> bool:
+    """Whether the export writes `writer`'s files: its option is on and what it needs is there."""
     if writer.option is not None and not getattr(ctx.options, writer.option):
         return False
     if writer.needs == "doc_topics":

@@ -21,6 +21,7 @@ for nothing the training needs), so it has no state: NO_ASSIGNMENTS says so.
 from __future__ import annotations
 
 import gzip
+import io
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +64,10 @@ def write_state(ctx: ExportContext, out: Path) -> None:
     if len(offsets) != store.n_docs + 1 or int(offsets[-1]) != len(topics):
         raise ValueError(f"{folder} does not match {store.location} (damaged saved assignments?)")
     unvisited = np.iinfo(topics.dtype).max
-    with gzip.open(out / "state.gz", "wt", encoding="utf-8", compresslevel=6) as f:
+    # mtime 0 and no file name in the gzip header: the same model gives the same bytes
+    with open(out / "state.gz", "wb") as raw, gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=raw,
+                                                            mtime=0) as packed, \
+            io.TextIOWrapper(packed, encoding="utf-8") as f:
         f.write("#doc source pos typeindex type topic\n")
         f.write("#alpha : " + "".join(f"{a!r} " for a in model.alpha_k.tolist()) + "\n")
         f.write(f"#beta : {model.eta!r}\n")
