@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bigtopics.export import WRITERS, ExportOptions, export
-from bigtopics.export import export_context, wanted
-from bigtopics.infer import InferSettings, infer
+from bigtopics.export import WRITERS, ExportOptions, export, export_context, wanted
+from bigtopics.infer import infer
 from bigtopics.model import load_model
 from bigtopics.settings import TrainSettings
 from bigtopics.synth import CorpusSpec, write_corpus
