@@ -44,7 +44,7 @@ from .reader import read_documents
 from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, RunLock, RunState, fresh_dir,
                      read_metrics, read_settings)
 from .settings import TrainSettings, learning_rate, parse_interval, recorded_settings
-from .store import open_store
+from .store import StoreChanged, open_store
 from .topic_word import TopicWordTable
 from .resources import check_resources
 from .stopping import StopOnSignal
@@ -366,6 +366,8 @@ class Trainer:
             yield
         except DiskFullError as e:
             raise self._resume_hint(e)
+        except StoreChanged as e:  # the store vanished or changed under the run: its checkpoints stand
+            raise StoreChanged(f"{e}; then continue with bigtopics train --resume {self.run_dir}") from e
 
     def finish(self, reached_the_end: bool = True) -> None:
         """Close the run's records: the final metrics record once it has reached its stopping rule
