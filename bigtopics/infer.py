@@ -52,6 +52,7 @@ import numpy as np
 import zarr
 
 from .atomic import atomic_write_bytes
+from .checked import CheckedChunks, check_ids, check_offsets
 from .cluster import connected, map_parts
 from .frozen import frozen_point_estimates
 from .local_steps.gibbs import gibbs_sample
@@ -360,24 +361,49 @@ class DocTopics:
         if "unfinished" in attrs:
             raise StoreError(f"{self.location} is incomplete: an inference did not finish writing it "
                              "(run bigtopics infer again)")
-        with self._where.errors():
-            self.group = zarr.open_group(self.path if self.path is not None else self._where.zarr_store(True),
-                                         mode="r")
-            self.attrs = dict(self.group.attrs)
-            check_format(self.location, self.attrs, "doc_topics_format_version", DOC_TOPICS_FORMAT_VERSION)
-            self.n_docs, self.n_topics = (int(x) for x in self.attrs["shape"])
-            self.docs_per_block = int(self.group["indptr"].chunks[0])
+        try:
+            with self._where.errors():
+                self.group = zarr.open_group(CheckedChunks(self._where.zarr_store(True), self.location), mode="r")
+                self.attrs = dict(self.group.attrs)
+                check_format(self.location, self.attrs, "doc_topics_format_version", DOC_TOPICS_FORMAT_VERSION)
+                self.n_docs, self.n_topics = (int(x) for x in self.attrs["shape"])
+                self.nnz = int(self.group["indices"].shape[0])
+                self.docs_per_block = int(self.group["indptr"].chunks[0])
+                shapes = {name: self.group[name].shape for name in ("indptr", "data", "doc_lengths")}
+        except (FileNotFoundError, PermissionError, StoreError):
+            raise
+        except Exception as e:  # a crafted zarr.json or attribute: one line, not zarr's or int()'s traceback
+            raise self._damaged(f"{type(e).__name__}: {str(e).strip()[:200]}") from e
+        if shapes != {"indptr": (self.n_docs + 1,), "data": (self.nnz,), "doc_lengths": (self.n_docs,)}:
+            raise self._damaged(f"its arrays' shapes {shapes} do not fit {self.n_docs:,} documents and "
+                                f"{self.nnz:,} entries")
+
+    def _damaged(self, what: str) -> StoreError:
+        return StoreError(f"{self.location} is damaged: {what} (run bigtopics infer again)")
 
     def iter_blocks(self, docs_per_block: int | None = None):
-        """Yield (first document, indptr rebased to 0, topics, weights, doc_lengths) per block."""
+        """Yield (first document, indptr rebased to 0, topics, weights, doc_lengths) per block,
+        each checked: offsets ascending within the entries, topic ids below K, weights in [0, 1],
+        lengths >= 0 (one line naming the array and the first bad position)."""
         step = docs_per_block or self.docs_per_block
         for lo in range(0, self.n_docs, step):
             hi = min(lo + step, self.n_docs)
             with self._where.errors():
                 indptr = np.asarray(self.group["indptr"][lo : hi + 1])
+                check_offsets(indptr, "indptr", self._damaged, low=0, high=self.nnz, first=0 if lo == 0 else None,
+                              last=self.nnz if hi == self.n_docs else None, start=lo)
                 a, b = int(indptr[0]), int(indptr[-1])
-                block = (lo, indptr - a, np.asarray(self.group["indices"][a:b], np.int64),
-                         np.asarray(self.group["data"][a:b], np.float64), np.asarray(self.group["doc_lengths"][lo:hi]))
+                topics = np.asarray(self.group["indices"][a:b])
+                block = (lo, indptr - a, topics.astype(np.int64), np.asarray(self.group["data"][a:b], np.float64),
+                         np.asarray(self.group["doc_lengths"][lo:hi]))
+            check_ids(topics, self.n_topics, "indices", self._damaged, start=a)
+            weights, lengths = block[3], block[4]
+            if len(weights) and not (np.isfinite(weights).all() and weights.min() >= 0 and weights.max() <= 1):
+                p = int(np.argmax(~(np.isfinite(weights) & (weights >= 0) & (weights <= 1))))
+                raise self._damaged(f"data holds {weights[p]} at position {a + p:,}, not a weight in [0, 1]")
+            if len(lengths) and (lengths.dtype.kind not in "iu" or lengths.min() < 0):
+                p = int(np.argmax(lengths < 0))
+                raise self._damaged(f"doc_lengths holds {lengths[p]} at position {lo + p:,}, not a length")
             yield block
 
     def source_store(self, store=None, n_topics: int | None = None, storage_options: dict | None = None) -> Store:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
+from . import checked
 from .atomic import is_disk_full, no_space, publish_dir, temporary_sibling
 from .frozen import local_ids
 from .kernels.csr import transpose_csr
@@ -335,13 +336,11 @@ def check_counts(path, name: str, values: np.ndarray) -> None:
 
 
 def check_ids(path, name: str, ids: np.ndarray, limit: int) -> None:
-    if len(ids) and int(ids.max()) >= limit:
-        raise _damaged(path, f"{name} holds id {int(ids.max())}, beyond the {limit} there are")
+    checked.check_ids(ids, limit, name, lambda what: _damaged(path, what))
 
 
 def check_indptr(path, name: str, indptr: np.ndarray, entries: int) -> None:
-    if indptr[0] != 0 or indptr[-1] != entries or np.any(np.diff(indptr) < 0):
-        raise _damaged(path, f"{name} is not an ascending offset array from 0 to {entries}")
+    checked.check_offsets(indptr, name, lambda what: _damaged(path, what), low=0, high=entries, first=0, last=entries)
 
 
 def load_model(path: str | os.PathLike) -> Model:

@@ -266,7 +266,7 @@ class Location:
 def _attributes(raw: bytes) -> dict:
     try:
         attributes = json.loads(raw).get("attributes")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return {}
     return attributes if isinstance(attributes, dict) else {}
 

@@ -52,7 +52,7 @@ def read_json(path: Path) -> dict:
     """A JSON object from a file; {} if it is missing, unreadable or not an object."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: a crafted file nested deeply
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -39,12 +39,25 @@ import zarr
 from zarr.codecs import BloscCodec
 from zarr.core.sync import sync
 
+from .checked import CheckedChunks, StoreChanged, check_counts, check_ids, check_offsets
+from .memory import available_bytes, format_bytes
 from .outputs import KIND_ATTRIBUTES, Location, NewGroup, StoreError, locate
 
 FORMAT_VERSION = 1
 CSR_ENCODING = {"encoding-type": "csr_matrix", "encoding-version": "0.1.0"}
 DEFAULT_ENTRIES_PER_CHUNK = 1 << 20
 STRING_CHUNK = 1 << 16
+# The least memory a token of a block takes once expanded to be sampled (its word, topic, document
+# and place, int32 each; resources.py's estimate of a whole minibatch is larger). A block whose
+# tokens need more than the memory available is refused before anything is sized from its counts;
+# below LARGE_BLOCK_BYTES the memory is not asked (a block is about a million entries).
+TOKEN_BYTES = 16
+LARGE_BLOCK_BYTES = 256 << 20
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:200]}" if text else type(e).__name__
 
 
 def check_format(path, attrs: dict, key: str, version: int) -> None:
@@ -298,22 +311,25 @@ class Store:
         check_format(self.location, attrs, "format_version", FORMAT_VERSION)
         try:
             with self._where.errors():
-                self.group = zarr.open_group(self.path if self.path is not None else self._where.zarr_store(True),
-                                             mode="r")
+                # every chunk is read through CheckedChunks: one gone since opening is an error, not
+                # the fill value zarr would read in its place (checked.py)
+                self.group = zarr.open_group(CheckedChunks(self._where.zarr_store(True), self.location), mode="r")
         except (FileNotFoundError, PermissionError, StoreError):
             raise
-        except Exception as e:  # zarr raises several types for a damaged group
-            raise StoreError(f"{self.location} cannot be opened as a Zarr group: {e}") from e
+        except Exception as e:  # zarr raises several types for a damaged group (json's RecursionError too)
+            raise StoreError(f"{self.location} cannot be opened as a Zarr group: {_first_line(e)}") from e
         self.attrs = dict(self.group.attrs)
         check_format(self.location, self.attrs, "format_version", FORMAT_VERSION)
-        self.n_docs = int(self.attrs["n_docs"])
-        self.n_words = int(self.attrs["n_words"])
-        self.n_tokens = int(self.attrs["n_tokens"])
+        self.n_docs, self.n_words, self.n_tokens = (self._count(name) for name in ("n_docs", "n_words", "n_tokens"))
+        if not isinstance(self.attrs.get("settings", {}), dict):
+            raise self._damaged(f"its attribute settings is {type(self.attrs['settings']).__name__}, not an object")
         with self._where.errors():
-            self.nnz = int(self.attrs.get("nnz", self.group["indices"].shape[0]))
-            self._indptr = self.group["indptr"]
-            self._indices = self.group["indices"]
-            self._data = self.group["data"]
+            self._indptr, self._indices, self._data = (self._array(name, kinds) for name, kinds in
+                                                       (("indptr", "iu"), ("indices", "iu"), ("data", "iu")))
+            self.nnz = self._count("nnz") if "nnz" in self.attrs else self._indices.shape[0]
+        if not self.nnz <= self.n_tokens <= self.nnz * np.iinfo(self._data.dtype).max:
+            raise self._damaged(f"n_tokens {self.n_tokens:,} cannot be the sum of {self.nnz:,} counts of "
+                                f"{self._data.dtype} (each at least 1)")
         self._vocab = None
         if verify:
             self._check_chunks()
@@ -327,7 +343,7 @@ class Store:
         # damaged shape of 10^13 would exhaust memory before anything said so).
         expected = {"indptr": self.n_docs + 1, "indices": self.nnz, "data": self.nnz, "vocab": self.n_words}
         with self._where.errors():
-            arrays = {name: self.group[name] for name in expected}  # one metadata read each (remote: a request)
+            arrays = {name: self._array(name, "OTU" if name == "vocab" else "iu") for name in expected}  # (remote: a request each)
             for name, length in expected.items():
                 if arrays[name].shape != (length,):
                     raise StoreError(f"{self.location} is damaged: {name} declares shape {arrays[name].shape}, the "
@@ -338,6 +354,36 @@ class Store:
                 if missing > 0:
                     raise StoreError(f"{self.location} is damaged: {missing} of the {array.nchunks} chunks of {name} "
                                      "are missing (ingest it again)")
+
+    def _damaged(self, what: str) -> StoreError:
+        return StoreError(f"{self.location} is damaged: {what} (ingest it again)")
+
+    def _count(self, name: str) -> int:
+        """The attribute `name`, a whole number >= 0 (a crafted one is one line, not int()'s error)."""
+        value = self.attrs.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self._damaged(f"its attribute {name} is {str(value)[:40]!r}, not a whole number >= 0")
+        return value
+
+    def _array(self, name: str, kinds: str | None = None) -> zarr.Array:
+        """The 1-D array `name`, of a dtype whose kind is among `kinds` ("iu": whole numbers; None: any)."""
+        try:
+            array = self.group[name]
+        except KeyError:
+            if not sync(self.group.store.exists("zarr.json")):
+                raise StoreChanged(f"{self.location} is gone: it was moved or deleted while in use (reading "
+                                   f"{name}); put it back, or give where it is now") from None
+            raise self._damaged(f"it has no array {name}") from None
+        except (FileNotFoundError, PermissionError, StoreError):
+            raise
+        except Exception as e:  # a crafted zarr.json of the array (json's RecursionError among them)
+            raise self._damaged(f"{name}/zarr.json cannot be read ({_first_line(e)})") from e
+        if not isinstance(array, zarr.Array) or array.ndim != 1:
+            raise self._damaged(f"{name} is {'a group' if not isinstance(array, zarr.Array) else f'{array.ndim}-D'}, "
+                                "not a 1-D array")
+        if kinds is not None and array.dtype.kind not in kinds:
+            raise self._damaged(f"{name} holds {array.dtype} values, not {'whole numbers' if kinds == 'iu' else 'text'}")
+        return array
 
     # -- reopening elsewhere -------------------------------------------------------------
     def spec(self) -> dict:
@@ -373,7 +419,7 @@ class Store:
 
     def _column(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         with self._where.errors():
-            return self.group[name][start:stop]
+            return self._array(name)[start:stop]
 
     @property
     def docs_per_block(self) -> int:
@@ -385,20 +431,45 @@ class Store:
 
     # -- documents -----------------------------------------------------------------------
     def read_docs(self, start: int, stop: int) -> CSRBlock:
-        """Documents [start, stop) as a CSR block."""
+        """Documents [start, stop) as a CSR block, checked against what the store declares (a chunk
+        gone since opening, offsets out of order or beyond the entries, word ids beyond the vocabulary,
+        counts below 1, more tokens than the store holds: one line naming the array and position)."""
         start, stop = max(0, int(start)), min(self.n_docs, int(stop))
         if stop <= start:
             return CSRBlock(start, np.zeros(1, np.int64), np.zeros(0, self._indices.dtype), np.zeros(0, self._data.dtype))
         try:
             with self._where.errors():  # the storage's trouble (a URL): one line, not "damaged"
                 indptr = np.asarray(self._indptr[start : stop + 1])
+                check_offsets(indptr, "indptr", self._damaged, low=0, high=self.nnz,
+                              first=0 if start == 0 else None, last=self.nnz if stop == self.n_docs else None,
+                              start=start)
                 lo, hi = int(indptr[0]), int(indptr[-1])
-                return CSRBlock(start, indptr - lo, np.asarray(self._indices[lo:hi]), np.asarray(self._data[lo:hi]))
+                indices, data = np.asarray(self._indices[lo:hi]), np.asarray(self._data[lo:hi])
         except (MemoryError, OSError, StoreError):
             raise  # the machine's or the storage's trouble, not the store's
         except Exception as e:  # a chunk that fails to decompress or decode: name where, not the codec's internals
             raise StoreError(f"{self.location} is damaged: documents {start}-{stop - 1} cannot be read "
                              f"({type(e).__name__}: {e}); ingest it again") from e
+        self._check_block(start, stop, lo, hi, indices, data)
+        return CSRBlock(start, indptr - lo, indices, data)
+
+    def _check_block(self, start: int, stop: int, lo: int, hi: int, indices: np.ndarray, data: np.ndarray) -> None:
+        """What read_docs read adds up: as many words and counts as indptr spans, each in range, and
+        no more tokens than the store holds (nor than the memory can expand)."""
+        if not len(indices) == len(data) == hi - lo:
+            raise StoreChanged(f"{self.location} changed while in use: documents {start}-{stop - 1} span {hi - lo:,} "
+                               f"entries, and {len(indices):,} words and {len(data):,} counts were read; "
+                               "restore it, or ingest it again")
+        check_ids(indices, self.n_words, "indices", self._damaged, start=lo)
+        check_counts(data, "data", self._damaged, start=lo)
+        tokens = int(data.sum(dtype=np.int64))
+        if tokens > self.n_tokens:
+            raise self._damaged(f"documents {start}-{stop - 1} hold {tokens:,} tokens, more than the store's "
+                                f"n_tokens {self.n_tokens:,}")
+        if tokens * TOKEN_BYTES > LARGE_BLOCK_BYTES and tokens * TOKEN_BYTES > available_bytes():
+            raise StoreError(f"documents {start}-{stop - 1} of {self.location} hold {tokens:,} tokens, which need "
+                             f"{format_bytes(tokens * TOKEN_BYTES)} of memory to sample, and "
+                             f"{format_bytes(available_bytes())} is available")
 
     def block_starts(self, docs_per_block: int | None = None) -> range:
         step = docs_per_block or self.docs_per_block

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import is_disk_full, no_space, temporary_sibling
+from .checked import check_ids
 from .kernels.table import (
     add_scaled,
     capacities_for,
@@ -364,6 +365,5 @@ class TopicWordTable:
     @staticmethod
     def _check_ids(ids, bound: int, what: str) -> np.ndarray:
         ids = np.ascontiguousarray(ids, np.int64)
-        if len(ids) and (ids.min() < 0 or ids.max() >= bound):
-            raise ValueError(f"{what} ids must lie in [0, {bound}) (got {ids.min()}..{ids.max()})")
+        check_ids(ids, bound, f"the {what} ids", ValueError)  # the check every reader of a file uses
         return ids

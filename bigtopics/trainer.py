@@ -46,7 +46,7 @@ from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, Ru
                      read_metrics, read_settings)
 from .options import parse_interval
 from .settings import TrainSettings, learning_rate, recorded_settings
-from .store import open_store
+from .store import StoreChanged, open_store
 from .topic_word import TopicWordTable
 from .resources import check_resources
 from .stopping import StopOnSignal
@@ -369,6 +369,8 @@ class Trainer:
             yield
         except DiskFullError as e:
             raise self._resume_hint(e)
+        except StoreChanged as e:  # the store vanished or changed under the run: its checkpoints stand
+            raise StoreChanged(f"{e}; then continue with bigtopics train --resume {self.run_dir}") from e
 
     def finish(self, reached_the_end: bool = True) -> None:
         """Close the run's records: the final metrics record once it has reached its stopping rule
