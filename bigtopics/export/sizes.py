@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from ..memory import available_bytes, format_bytes
-from ..settings import OptionError
+from ..options import OptionError
 from .base import ExportContext, ExportOptions
 from .pyldavis import MAX_FILE_CELLS, pyldavis_terms
 
