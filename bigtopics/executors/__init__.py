@@ -1,7 +1,7 @@
 """Executors, by name: a new one is a module with an Executor class and a line here."""
 
 from .base import Executor, StepTask
-from .cluster import DaskExecutor
+from .cluster import ClusterLost, DaskExecutor
 from .threads import LocalThreads
 
 EXECUTORS: dict[str, type[Executor]] = {"threads": LocalThreads, "dask": DaskExecutor}
@@ -18,4 +18,4 @@ def make_executor(store, *, workers: int = 0, window_blocks: int = 16, cluster: 
     return DaskExecutor(connect(cluster, scheduler), store, window_blocks, owns_client=True)
 
 
-__all__ = ["EXECUTORS", "DaskExecutor", "Executor", "LocalThreads", "StepTask", "make_executor"]
+__all__ = ["EXECUTORS", "ClusterLost", "DaskExecutor", "Executor", "LocalThreads", "StepTask", "make_executor"]

@@ -23,11 +23,17 @@ depend on the grouping.
 Reading the next minibatch's shards is submitted before the current one samples. A task that
 fails (a lost worker, a storage hiccup) is retried; a lost worker's documents are read again by
 the scheduler from the task that read them.
+
+Whatever the driver asks of the cluster itself (registering the warm-up plugin, scattering,
+gathering what it scattered for) goes through `retried`: a worker that dies under the call, or
+a scheduler that drops the connection and takes it up again, makes it try again (RETRIES times);
+only a scheduler that stops answering (`may_try_again` tells which) ends the run, as ClusterLost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import deque
@@ -47,6 +53,7 @@ from ..topic_word import TopicWordTable
 from .base import Executor, StepTask
 
 RETRIES = 3
+SCHEDULER_PATIENCE = 60.0  # seconds a scheduler may take to answer again (Dask's client reconnects for 10-30 s)
 READ_AHEAD = 2  # minibatches whose reading is submitted ahead of the one sampling
 UPDATES_KEPT = 4  # the last global steps a worker's copy of the table can catch up with
 
@@ -70,7 +77,10 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
         except BaseException:  # (a Ctrl-C while connecting) the worker processes would outlive the command
             local.close()
             raise
-    return Client(scheduler, timeout="10s")  # a running scheduler answers at once
+    client = Client(scheduler, timeout="10s")  # a running scheduler answers at once
+    # the client logs that it gave up on its scheduler: a second line beside ClusterLost's, which says it
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    return client
 
 
 @contextmanager
@@ -150,17 +160,34 @@ class DaskExecutor(Executor):
         return self.n_workers
 
     def _submit_reads(self, plan: MinibatchPlan, task: StepTask) -> ClusterWork:
-        shards = self._shards(plan, task)
-        submit, worker = self.client.submit, self.on_worker
-        batches = [submit(worker.read_shard, self.store, plan.doc_numbers[lo:hi], self.cache_blocks, pure=False,
-                          retries=RETRIES) for lo, hi in shards]
-        summaries = [submit(worker.describe_shard, b, pure=False, retries=RETRIES) for b in batches]
-        self.outstanding.extend(batches + summaries)
-        return ClusterWork(plan, shards, batches, summaries)
+        work = ClusterWork(plan, self._shards(plan, task), [], [])
+        self._read(work)
+        return work
+
+    def _read(self, work: ClusterWork) -> None:
+        """Submit the tasks reading the work's shards on the workers (again, if the client had to
+        connect to the scheduler again, which cancels every future it held)."""
+        submit, worker, plan = self.client.submit, self.on_worker, work.plan
+        work.batches = [submit(worker.read_shard, self.store, plan.doc_numbers[lo:hi], self.cache_blocks, pure=False,
+                               retries=RETRIES) for lo, hi in work.shards]
+        work.summaries = [submit(worker.describe_shard, b, pure=False, retries=RETRIES) for b in work.batches]
+        self.outstanding.extend(work.batches + work.summaries)
+
+    def _retried(self, call, work: ClusterWork, before_again=None):
+        """retried(call) for a work item, whose shards are read again first if they were forgotten."""
+        def again():
+            if before_again is not None:
+                before_again()
+            if any(future.cancelled() for future in work.batches + work.summaries):
+                self._read(work)
+        return retried(self.client, call, again)
 
     def warm_up(self, step) -> None:
-        """Compile `step`'s kernels on every worker now and on every worker that joins later."""
-        self.client.register_plugin(self.on_worker.WarmKernels(step), name="bigtopics-warm-kernels")
+        """Compile `step`'s kernels on every worker now and on every worker that joins later. A
+        worker that dies while it compiles fails the scheduler's broadcast of the plugin (which the
+        scheduler keeps for the workers that join): it is registered again, with the workers left."""
+        retried(self.client, lambda: self.client.register_plugin(self.on_worker.WarmKernels(step),
+                                                                  name="bigtopics-warm-kernels"))
         self.warm = False
 
     def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator[ClusterWork]:
@@ -189,7 +216,7 @@ class DaskExecutor(Executor):
 
     def _described(self, work: ClusterWork) -> list:
         if work.described is None:
-            work.described = self._gather(work.summaries)
+            work.described = self._retried(lambda: self._gather(work.summaries), work)
         return work.described
 
     def words(self, work: ClusterWork) -> np.ndarray:
@@ -199,14 +226,17 @@ class DaskExecutor(Executor):
         return int(sum(tokens for _, tokens in self._described(work)))
 
     def previous_stats(self, work: ClusterWork, saved: SavedAssignments) -> StepResult:
-        futures, work.previous_topics = [], []
-        for (lo, hi), batch in zip(work.shards, work.batches):
+        work.previous_topics = []
+        for lo, hi in work.shards:
             topics = saved.topics_of(work.plan.doc_numbers[lo:hi])
             work.previous_topics.append((topics, saved.unvisited))
             self.figures["bytes_sent"] += topics.nbytes
-            futures.append(self.client.submit(self.on_worker.shard_previous_stats, batch, topics, saved.unvisited,
-                                              saved.n_topics, pure=False, retries=RETRIES))
-        return merge_results(self._gather(futures), saved.n_topics, self.words(work))
+
+        def tally():
+            return self._gather([self.client.submit(self.on_worker.shard_previous_stats, batch, topics, unvisited,
+                                                    saved.n_topics, pure=False, retries=RETRIES)
+                                 for batch, (topics, unvisited) in zip(work.batches, work.previous_topics)])
+        return merge_results(self._retried(tally, work), saved.n_topics, self.words(work))
 
     def rows(self, work: ClusterWork, table: TopicWordTable, own: SparseStats | None = None, buffers=None):
         return ReplicaRows(table, self.version, own)
@@ -218,16 +248,12 @@ class DaskExecutor(Executor):
         waiting task needs, broadcast or not) the scheduler forgets it and cancels the shards
         waiting on it. The next attempt sends no past updates: a worker whose copy is behind is
         sent the whole table (NEED_TABLE). A scatter to a worker that has died but is still
-        listed fails (ScatterFailed), and is tried again the same way; a task's own error (a
-        storage error reading a shard) is not."""
-        for attempt in range(RETRIES + 1):
-            try:
-                return self._run_shards(work, rows, task)
-            except (CancelledError, ScatterFailed):
-                if not _may_try_again(self.client, attempt):
-                    raise
-                self.updates.clear()
-                self.figures["minibatches_submitted_again"] += 1
+        listed fails (ScatterFailed), and is tried again the same way (retried); a task's own
+        error (a storage error reading a shard) is not."""
+        def again():
+            self.updates.clear()
+            self.figures["minibatches_submitted_again"] += 1
+        return self._retried(lambda: self._run_shards(work, rows, task), work, again)
 
     def _run_shards(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
@@ -317,7 +343,8 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
     on the worker that read it. The documents stay on the workers and no part is sent the whole
     model. Parts are independent, so up to `in_flight` (two per worker) run at once. A part
     whose rows were lost with a worker (scattered data cannot be computed again: see
-    DaskExecutor.run) is sent its rows again, up to RETRIES times."""
+    DaskExecutor.run) is sent its rows again, and one whose futures the client dropped (it
+    connected to its scheduler again) is read again, up to RETRIES times (may_try_again)."""
     from distributed import as_completed
 
     from ..infer import ModelRows
@@ -325,39 +352,45 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
 
     in_flight = in_flight or 2 * max(len(client.scheduler_info().get("workers", {})), 1)
     todo = iter(enumerate(parts))
-    # future of a part's words -> (index, future of the part); future of its result -> (index,
-    # future of the part, its words, attempts so far)
+    # future of a part's words -> (index, part, future of what it read, attempts so far); future of
+    # its result -> (index, part, future of what it read, its words, attempts so far)
     reading, computing = {}, {}
     pending = as_completed()
+
+    def read_part(index, part, attempt=0) -> None:
+        data = client.submit(read, *part, pure=False, retries=RETRIES)
+        words = client.submit(worker.second, data, pure=False, retries=RETRIES)
+        reading[words] = (index, part, data, attempt)
+        pending.add(words)
 
     def submit_next() -> None:
         index, part = next(todo, (None, None))
         if part is not None:
-            data = client.submit(read, *part, pure=False, retries=RETRIES)
-            words = client.submit(worker.second, data, pure=False, retries=RETRIES)
-            reading[words] = (index, data)
-            pending.add(words)
+            read_part(index, part)
 
-    def compute_part(index, data, words, attempt=0) -> None:
+    def compute_part(index, part, data, words, attempt) -> None:
         rows = _scatter_until_sent(client, ModelRows.of(model, words))
         done = client.submit(compute, data, rows, *args, pure=False, retries=RETRIES)
-        computing[done] = (index, data, words, attempt)
+        computing[done] = (index, part, data, words, attempt)
         pending.add(done)
 
     for _ in range(in_flight):
         submit_next()
     for future in pending:
-        if future in reading:  # a part's words: send the model's rows for them
-            index, data = reading.pop(future)
-            compute_part(index, data, future.result())
-            continue
-        index, data, words, attempt = computing.pop(future)
+        read_it = future in reading
+        index, part, data, *words, attempt = reading.pop(future) if read_it else computing.pop(future)
         try:
             result = future.result()
-        except CancelledError:
-            if not _may_try_again(client, attempt):
+        except CancelledError as error:  # the part's rows lost with a worker, or the client connected again
+            if not may_try_again(client, error, attempt):
                 raise
-            compute_part(index, data, words, attempt + 1)
+            if read_it or data.cancelled():  # (the client dropped every future it held)
+                read_part(index, part, attempt + 1)
+            else:
+                compute_part(index, part, data, words[0], attempt + 1)
+            continue
+        if read_it:  # a part's words: send the model's rows for them
+            compute_part(index, part, data, result, attempt)
             continue
         yield index, result
         submit_next()
@@ -366,12 +399,7 @@ def model_parts(client, model, read, parts: list[tuple], compute, *args,
 def _scatter_until_sent(client, data):
     """client.scatter(data), tried again when it fails: a worker that died is listed by the
     scheduler until it notices, and a scatter to it fails once the connection times out."""
-    for attempt in range(RETRIES + 1):
-        try:
-            return _scattered(client.scatter, data, direct=True, hash=False)
-        except ScatterFailed:
-            if not _may_try_again(client, attempt):
-                raise
+    return retried(client, lambda: _scattered(client.scatter, data, direct=True, hash=False))
 
 
 class ScatterFailed(OSError):
@@ -393,10 +421,82 @@ def _scattered(send, *args, **options):
         raise ScatterFailed(f"a scatter to the workers failed: worker {error} left the cluster") from error
 
 
-def _may_try_again(client, attempt: int) -> bool:
-    """Whether what was lost with a worker may be tried again: fewer than RETRIES attempts after
-    the first, and the client still connected (a closed client's futures are all cancelled)."""
-    return attempt < RETRIES and client.status == "running"
+class ClusterLost(OSError):
+    """The run cannot go on on its cluster: the scheduler stopped answering, or workers were lost
+    under every attempt of one call. An OSError, so the CLI reports it in one line; `hint` (the
+    trainer's resume command) is appended to it."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message + (f"; {self.hint}" if self.hint else "")
+
+    def __reduce__(self):
+        return type(self), (self.message, self.hint)
+
+
+def _connection_failed(error: BaseException) -> bool:
+    """Whether `error` is how distributed reports a connection (to a worker or the scheduler) that
+    broke or could not be made, or work it dropped with one: a closed comm (CommClosedError, also
+    what the scheduler's reply turns into when its broadcast to a dead worker fails), a refused
+    or reset connection, a timeout, the bare OSError of a connect that timed out, a scatter that
+    missed, futures cancelled, a client that gave up on its scheduler and closed. Not bigtopics'
+    own errors, nor a file's (subclasses of OSError)."""
+    from distributed.client import ClosedClientError
+    from distributed.comm import CommClosedError
+
+    return (isinstance(error, (CommClosedError, ConnectionError, TimeoutError, ScatterFailed, CancelledError,
+                               ClosedClientError))
+            or type(error) is OSError)
+
+
+def _scheduler_answers(client, patience: float = SCHEDULER_PATIENCE) -> bool:
+    """Whether the client's scheduler answers, given the time Dask's client takes to connect again
+    (it tries for its timeout, then closes) and `patience` seconds at most."""
+    deadline = time.monotonic() + patience
+    while client.status in ("running", "connecting", "newly-created") and time.monotonic() < deadline:
+        if client.status == "running":
+            with suppress(OSError):  # (a TimeoutError too)
+                client.sync(client.scheduler.identity, callback_timeout=max(deadline - time.monotonic(), 1.0))
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def may_try_again(client, error: BaseException, attempt: int) -> bool:
+    """Whether a call to the cluster that failed with `error` at its `attempt`-th try (from 0)
+    may be made again: a worker was lost under it (or the scheduler dropped the connection and
+    answers again). False for any other error (a task's own). A ClusterLost, raised from
+    `error`, when the scheduler no longer answers or the call has had RETRIES tries again."""
+    if not _connection_failed(error):
+        return False
+    scheduler = f" {client.scheduler.address}" if client.scheduler is not None else ""  # (closing forgets it)
+    if not _scheduler_answers(client):
+        raise ClusterLost(f"lost the Dask cluster: its scheduler{scheduler} stopped answering") from error
+    if attempt >= RETRIES:
+        raise ClusterLost(f"the cluster lost workers under {RETRIES + 1} tries in a row ({_first_line(error)})") \
+            from error
+    return True
+
+
+def retried(client, call, before_again=None):
+    """call(), made again (after before_again() if given) while may_try_again says so."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return call()
+        except Exception as error:
+            if not may_try_again(client, error, attempt):
+                raise
+            if before_again is not None:
+                before_again()
+
+
+def _first_line(error: BaseException) -> str:
+    """What distributed says of an error, in one line (a cancellation's message runs to several)."""
+    return next(iter(str(error).splitlines()), "") or type(error).__name__
 
 
 def infer_parts(client, model, store: Store, ranges: list[tuple[int, int]], settings) -> Iterator[tuple[int, dict]]:
