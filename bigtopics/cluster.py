@@ -9,21 +9,27 @@ else of bigtopics, and Dask only when a cluster is used (it is an optional depen
 
 Failures: data the driver scatters has no task that could compute it again, so when the only
 worker holding it dies, the scheduler forgets it and cancels the tasks waiting on it; a scatter
-to a worker that died but is still listed fails (ScatterFailed). Both are tried again, up to
-RETRIES times, while the client is connected.
+to a worker that died but is still listed fails (ScatterFailed); a worker that dies while the
+scheduler broadcasts to it closes the driver's connection to the scheduler. Whatever the driver
+asks of the cluster goes through `retried`: what a lost worker, or a scheduler that drops the
+connection and takes it up again, made fail is tried again (RETRIES times); only a scheduler
+that stops answering (`may_try_again` tells which) ends the work, as ClusterLost.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from concurrent.futures import CancelledError
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Callable, Iterator
 
 from .options import OptionError
 from .workers import use_threads
 
 RETRIES = 3
+SCHEDULER_PATIENCE = 60.0  # seconds a scheduler may take to answer again (Dask's client reconnects for 10-30 s)
 # One kernel call at a time per worker process: numba's thread pool serves one caller at a time.
 KERNELS = threading.Lock()
 
@@ -47,7 +53,10 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
         except BaseException:  # (a Ctrl-C while connecting) the worker processes would outlive the command
             local.close()
             raise
-    return Client(scheduler, timeout="10s")  # a running scheduler answers at once
+    client = Client(scheduler, timeout="10s")  # a running scheduler answers at once
+    # the client logs that it gave up on its scheduler: a second line beside ClusterLost's, which says it
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    return client
 
 
 @contextmanager
@@ -75,44 +84,51 @@ def map_parts(client, parts: list[tuple], read: Callable, rows_for: Callable, co
     threads, *args)` runs on the worker that read it, with the worker's threads. The documents
     stay on the workers and no part is sent the whole model. Parts are independent, so up to
     `in_flight` (two per worker) run at once. A part whose rows were lost with a worker is sent
-    its rows again, up to RETRIES times."""
+    its rows again, and one whose futures the client dropped (it connected to its scheduler
+    again) is read again, up to RETRIES times (may_try_again)."""
     from distributed import as_completed
 
     in_flight = in_flight or 2 * max(len(client.scheduler_info().get("workers", {})), 1)
     todo = iter(enumerate(parts))
-    # future of a part's words -> (index, future of the part); future of its result -> (index,
-    # future of the part, its words, attempts so far)
+    # future of a part's words -> (index, part, future of what it read, attempts so far); future of
+    # its result -> (index, part, future of what it read, its words, attempts so far)
     reading, computing = {}, {}
     pending = as_completed()
+
+    def read_part(index, part, attempt=0) -> None:
+        data = client.submit(_read_on_worker, read, part, pure=False, retries=RETRIES)
+        words = client.submit(_second, data, pure=False, retries=RETRIES)
+        reading[words] = (index, part, data, attempt)
+        pending.add(words)
 
     def submit_next() -> None:
         index, part = next(todo, (None, None))
         if part is not None:
-            data = client.submit(_read_on_worker, read, part, pure=False, retries=RETRIES)
-            words = client.submit(_second, data, pure=False, retries=RETRIES)
-            reading[words] = (index, data)
-            pending.add(words)
+            read_part(index, part)
 
-    def compute_part(index, data, words, attempt=0) -> None:
+    def compute_part(index, part, data, words, attempt) -> None:
         rows = scatter_until_sent(client, rows_for(words))
         done = client.submit(_compute_on_worker, compute, data, rows, args, pure=False, retries=RETRIES)
-        computing[done] = (index, data, words, attempt)
+        computing[done] = (index, part, data, words, attempt)
         pending.add(done)
 
     for _ in range(in_flight):
         submit_next()
     for future in pending:
-        if future in reading:  # a part's words: send the model's rows for them
-            index, data = reading.pop(future)
-            compute_part(index, data, future.result())
-            continue
-        index, data, words, attempt = computing.pop(future)
+        read_it = future in reading
+        index, part, data, *words, attempt = reading.pop(future) if read_it else computing.pop(future)
         try:
             result = future.result()
-        except CancelledError:
-            if not may_try_again(client, attempt):
+        except CancelledError as error:  # the part's rows lost with a worker, or the client connected again
+            if not may_try_again(client, error, attempt):
                 raise
-            compute_part(index, data, words, attempt + 1)
+            if read_it or data.cancelled():  # (the client dropped every future it held)
+                read_part(index, part, attempt + 1)
+            else:
+                compute_part(index, part, data, words[0], attempt + 1)
+            continue
+        if read_it:  # a part's words: send the model's rows for them
+            compute_part(index, part, data, result, attempt)
             continue
         yield index, result
         submit_next()
@@ -143,12 +159,7 @@ def _compute_on_worker(compute: Callable, data: tuple, rows, args: tuple):
 def scatter_until_sent(client, data):
     """client.scatter(data), tried again when it fails: a worker that died is listed by the
     scheduler until it notices, and a scatter to it fails once the connection times out."""
-    for attempt in range(RETRIES + 1):
-        try:
-            return scattered(client.scatter, data, direct=True, hash=False)
-        except ScatterFailed:
-            if not may_try_again(client, attempt):
-                raise
+    return retried(client, lambda: scattered(client.scatter, data, direct=True, hash=False))
 
 
 class ScatterFailed(OSError):
@@ -170,7 +181,79 @@ def scattered(send, *args, **options):
         raise ScatterFailed(f"a scatter to the workers failed: worker {error} left the cluster") from error
 
 
-def may_try_again(client, attempt: int) -> bool:
-    """Whether what was lost with a worker may be tried again: fewer than RETRIES attempts after
-    the first, and the client still connected (a closed client's futures are all cancelled)."""
-    return attempt < RETRIES and client.status == "running"
+class ClusterLost(OSError):
+    """The run cannot go on on its cluster: the scheduler stopped answering, or workers were lost
+    under every attempt of one call. An OSError, so the CLI reports it in one line; `hint` (the
+    trainer's resume command) is appended to it."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message + (f"; {self.hint}" if self.hint else "")
+
+    def __reduce__(self):
+        return type(self), (self.message, self.hint)
+
+
+def _connection_failed(error: BaseException) -> bool:
+    """Whether `error` is how distributed reports a connection (to a worker or the scheduler) that
+    broke or could not be made, or work it dropped with one: a closed comm (CommClosedError, also
+    what the scheduler's reply turns into when its broadcast to a dead worker fails), a refused
+    or reset connection, a timeout, the bare OSError of a connect that timed out, a scatter that
+    missed, futures cancelled, a client that gave up on its scheduler and closed. Not bigtopics'
+    own errors, nor a file's (subclasses of OSError)."""
+    from distributed.client import ClosedClientError
+    from distributed.comm import CommClosedError
+
+    return (isinstance(error, (CommClosedError, ConnectionError, TimeoutError, ScatterFailed, CancelledError,
+                               ClosedClientError))
+            or type(error) is OSError)
+
+
+def _scheduler_answers(client, patience: float = SCHEDULER_PATIENCE) -> bool:
+    """Whether the client's scheduler answers, given the time Dask's client takes to connect again
+    (it tries for its timeout, then closes) and `patience` seconds at most."""
+    deadline = time.monotonic() + patience
+    while client.status in ("running", "connecting", "newly-created") and time.monotonic() < deadline:
+        if client.status == "running":
+            with suppress(OSError):  # (a TimeoutError too)
+                client.sync(client.scheduler.identity, callback_timeout=max(deadline - time.monotonic(), 1.0))
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def may_try_again(client, error: BaseException, attempt: int) -> bool:
+    """Whether a call to the cluster that failed with `error` at its `attempt`-th try (from 0)
+    may be made again: a worker was lost under it (or the scheduler dropped the connection and
+    answers again). False for any other error (a task's own). A ClusterLost, raised from
+    `error`, when the scheduler no longer answers or the call has had RETRIES tries again."""
+    if not _connection_failed(error):
+        return False
+    scheduler = f" {client.scheduler.address}" if client.scheduler is not None else ""  # (closing forgets it)
+    if not _scheduler_answers(client):
+        raise ClusterLost(f"lost the Dask cluster: its scheduler{scheduler} stopped answering") from error
+    if attempt >= RETRIES:
+        raise ClusterLost(f"the cluster lost workers under {RETRIES + 1} tries in a row ({_first_line(error)})") \
+            from error
+    return True
+
+
+def retried(client, call, before_again=None):
+    """call(), made again (after before_again() if given) while may_try_again says so."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return call()
+        except Exception as error:
+            if not may_try_again(client, error, attempt):
+                raise
+            if before_again is not None:
+                before_again()
+
+
+def _first_line(error: BaseException) -> str:
+    """What distributed says of an error, in one line (a cancellation's message runs to several)."""
+    return next(iter(str(error).splitlines()), "") or type(error).__name__

@@ -31,6 +31,7 @@ from .atomic import DiskFullError, atomic_write_bytes, is_disk_full, no_space
 from .checkpoint_checks import check_checkpoint, checkpoint_limits
 from .checkpoints import (START_OF_RUN, CheckpointError, CheckpointInfo, load_latest_checkpoint, never_checkpointed,
                           remove_temporaries, save_checkpoint)
+from .cluster import ClusterLost
 from .executors import Executor, StepTask, make_executor
 from .frozen import ReusedArrays
 from .heldout import heldout_documents, heldout_loglik
@@ -96,6 +97,8 @@ class Trainer:
         self.executor = executor if executor is not None else make_executor(
             self.store, workers=settings.workers, window_blocks=settings.window_blocks, cluster=cluster,
             scheduler=scheduler)
+        # what the resume command given after a lost cluster repeats
+        self.rejoin = f" --cluster {cluster}" if cluster else f" --scheduler {scheduler}" if scheduler else ""
         self._heldout_batch = None
         self._scale_batch = None
         self.last_heldout: float | None = None
@@ -206,8 +209,11 @@ class Trainer:
         self._write_settings()
         self.write_checkpoint()  # the first checkpoint, before the first minibatch
 
-    def _resume_hint(self, error: DiskFullError) -> DiskFullError:
-        """Complete a full disk's one-line error with how to go on."""
+    def _resume_hint(self, error: DiskFullError | ClusterLost) -> DiskFullError | ClusterLost:
+        """Complete a full disk's or a lost cluster's one-line error with how to go on."""
+        if not error.hint and isinstance(error, ClusterLost):
+            error.hint = (f"the checkpoints stand: resume with bigtopics train --resume {self.run_dir}{self.rejoin}"
+                          if (self.run_dir / SETTINGS_NAME).exists() else "train again")
         if not error.hint:
             error.hint = (f"free space and resume with bigtopics train --resume {self.run_dir}"
                           if (self.run_dir / SETTINGS_NAME).exists() else "free space and train again")
@@ -365,9 +371,10 @@ class Trainer:
 
     @contextmanager
     def _full_disk_hint(self):
+        """A full disk or a lost cluster, told how to go on."""
         try:
             yield
-        except DiskFullError as e:
+        except (DiskFullError, ClusterLost) as e:
             raise self._resume_hint(e)
         except StoreChanged as e:  # the store vanished or changed under the run: its checkpoints stand
             raise StoreChanged(f"{e}; then continue with bigtopics train --resume {self.run_dir}") from e

@@ -115,12 +115,10 @@ def test_same_model_after_workers_are_killed_mid_run(store, tmp_path, victims, s
 
 def test_a_lost_scatter_is_tried_again_and_a_task_error_is_not(monkeypatch):
     """run() submits a minibatch again after a cancellation or a failed scatter, RETRIES times
-    at most, and never after an error of the step's own tasks (a store that cannot be read)."""
-    from types import SimpleNamespace
-
-    from bigtopics.cluster import RETRIES, ScatterFailed
-
-    executor = DaskExecutor(SimpleNamespace(status="running"), store=None)
+    at most (then ClusterLost), and never after an error of the step's own tasks (a store that
+    cannot be read)."""
+    from bigtopics.cluster import RETRIES, ClusterLost, ScatterFailed
+    from bigtopics.executors.dask import ClusterWork
 
     def fails_with(*errors):
         errors = iter(errors)
@@ -132,18 +130,21 @@ def test_a_lost_scatter_is_tried_again_and_a_task_error_is_not(monkeypatch):
             return "merged"
         return attempt
 
-    monkeypatch.setattr(executor, "_run_shards", fails_with(ScatterFailed("gone"),
-                                                             distributed.client.FutureCancelledError("k", "lost")))
-    assert executor.run(None, None, None) == "merged"
-    assert executor.figures["minibatches_submitted_again"] == 2
-    monkeypatch.setattr(executor, "_run_shards", fails_with(FileNotFoundError("no such chunk")))
-    with pytest.raises(FileNotFoundError):
-        executor.run(None, None, None)
-    assert executor.figures["minibatches_submitted_again"] == 2
-    monkeypatch.setattr(executor, "_run_shards", fails_with(*[ScatterFailed("gone")] * (RETRIES + 1)))
-    with pytest.raises(ScatterFailed):
-        executor.run(None, None, None)
-    assert executor.figures["minibatches_submitted_again"] == 2 + RETRIES
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        executor, work = DaskExecutor(client, store=None), ClusterWork(None, [], [], [])
+        monkeypatch.setattr(executor, "_run_shards", fails_with(
+            ScatterFailed("gone"), distributed.client.FutureCancelledError("k", "lost")))
+        assert executor.run(work, None, None) == "merged"
+        assert executor.figures["minibatches_submitted_again"] == 2
+        monkeypatch.setattr(executor, "_run_shards", fails_with(FileNotFoundError("no such chunk")))
+        with pytest.raises(FileNotFoundError):
+            executor.run(work, None, None)
+        assert executor.figures["minibatches_submitted_again"] == 2
+        monkeypatch.setattr(executor, "_run_shards", fails_with(*[ScatterFailed("gone")] * (RETRIES + 1)))
+        with pytest.raises(ClusterLost, match="tries in a row"):
+            executor.run(work, None, None)
+        assert executor.figures["minibatches_submitted_again"] == 2 + RETRIES
 
 
 def test_a_scatter_to_a_worker_removed_before_the_scheduler_heard_of_it_is_sent_again():

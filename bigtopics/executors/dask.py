@@ -23,6 +23,11 @@ depend on the grouping.
 Reading the next minibatch's shards is submitted before the current one samples. A task that
 fails (a lost worker, a storage hiccup) is retried; a lost worker's documents are read again by
 the scheduler from the task that read them.
+
+Whatever the driver asks of the cluster itself (registering the warm-up plugin, scattering,
+gathering what it scattered for) goes through `cluster.retried`: a worker that dies under the call, or
+a scheduler that drops the connection and takes it up again, makes it try again (RETRIES times);
+only a scheduler that stops answering (`may_try_again` tells which) ends the run, as ClusterLost.
 """
 
 from __future__ import annotations
@@ -31,7 +36,6 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from concurrent.futures import CancelledError
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -39,7 +43,7 @@ from typing import Iterator
 import numpy as np
 
 from ..assignments import SavedAssignments
-from ..cluster import RETRIES, ScatterFailed, connect, may_try_again, scattered
+from ..cluster import RETRIES, connect, retried, scattered
 from ..plan import MinibatchPlan
 from ..stats import SparseStats, StepResult, merge_results
 from ..store import Store
@@ -117,17 +121,34 @@ class DaskExecutor(Executor):
         return self.n_workers
 
     def _submit_reads(self, plan: MinibatchPlan, task: StepTask) -> ClusterWork:
-        shards = self._shards(plan, task)
-        submit, worker = self.client.submit, self.on_worker
-        batches = [submit(worker.read_shard, self.store, plan.doc_numbers[lo:hi], self.cache_blocks, pure=False,
-                          retries=RETRIES) for lo, hi in shards]
-        summaries = [submit(worker.describe_shard, b, pure=False, retries=RETRIES) for b in batches]
-        self.outstanding.extend(batches + summaries)
-        return ClusterWork(plan, shards, batches, summaries)
+        work = ClusterWork(plan, self._shards(plan, task), [], [])
+        self._read(work)
+        return work
+
+    def _read(self, work: ClusterWork) -> None:
+        """Submit the tasks reading the work's shards on the workers (again, if the client had to
+        connect to the scheduler again, which cancels every future it held)."""
+        submit, worker, plan = self.client.submit, self.on_worker, work.plan
+        work.batches = [submit(worker.read_shard, self.store, plan.doc_numbers[lo:hi], self.cache_blocks, pure=False,
+                               retries=RETRIES) for lo, hi in work.shards]
+        work.summaries = [submit(worker.describe_shard, b, pure=False, retries=RETRIES) for b in work.batches]
+        self.outstanding.extend(work.batches + work.summaries)
+
+    def _retried(self, call, work: ClusterWork, before_again=None):
+        """retried(call) for a work item, whose shards are read again first if they were forgotten."""
+        def again():
+            if before_again is not None:
+                before_again()
+            if any(future.cancelled() for future in work.batches + work.summaries):
+                self._read(work)
+        return retried(self.client, call, again)
 
     def warm_up(self, step) -> None:
-        """Compile `step`'s kernels on every worker now and on every worker that joins later."""
-        self.client.register_plugin(self.on_worker.WarmKernels(step), name="bigtopics-warm-kernels")
+        """Compile `step`'s kernels on every worker now and on every worker that joins later. A
+        worker that dies while it compiles fails the scheduler's broadcast of the plugin (which the
+        scheduler keeps for the workers that join): it is registered again, with the workers left."""
+        retried(self.client, lambda: self.client.register_plugin(self.on_worker.WarmKernels(step),
+                                                                  name="bigtopics-warm-kernels"))
         self.warm = False
 
     def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator[ClusterWork]:
@@ -156,7 +177,7 @@ class DaskExecutor(Executor):
 
     def _described(self, work: ClusterWork) -> list:
         if work.described is None:
-            work.described = self._gather(work.summaries)
+            work.described = self._retried(lambda: self._gather(work.summaries), work)
         return work.described
 
     def words(self, work: ClusterWork) -> np.ndarray:
@@ -166,14 +187,17 @@ class DaskExecutor(Executor):
         return int(sum(tokens for _, tokens in self._described(work)))
 
     def previous_stats(self, work: ClusterWork, saved: SavedAssignments) -> StepResult:
-        futures, work.previous_topics = [], []
-        for (lo, hi), batch in zip(work.shards, work.batches):
+        work.previous_topics = []
+        for lo, hi in work.shards:
             topics = saved.topics_of(work.plan.doc_numbers[lo:hi])
             work.previous_topics.append((topics, saved.unvisited))
             self.figures["bytes_sent"] += topics.nbytes
-            futures.append(self.client.submit(self.on_worker.shard_previous_stats, batch, topics, saved.unvisited,
-                                              saved.n_topics, pure=False, retries=RETRIES))
-        return merge_results(self._gather(futures), saved.n_topics, self.words(work))
+
+        def tally():
+            return self._gather([self.client.submit(self.on_worker.shard_previous_stats, batch, topics, unvisited,
+                                                    saved.n_topics, pure=False, retries=RETRIES)
+                                 for batch, (topics, unvisited) in zip(work.batches, work.previous_topics)])
+        return merge_results(self._retried(tally, work), saved.n_topics, self.words(work))
 
     def rows(self, work: ClusterWork, table: TopicWordTable, own: SparseStats | None = None, buffers=None):
         return ReplicaRows(table, self.version, own)
@@ -185,16 +209,12 @@ class DaskExecutor(Executor):
         waiting task needs, broadcast or not) the scheduler forgets it and cancels the shards
         waiting on it. The next attempt sends no past updates: a worker whose copy is behind is
         sent the whole table (NEED_TABLE). A scatter to a worker that has died but is still
-        listed fails (ScatterFailed), and is tried again the same way; a task's own error (a
-        storage error reading a shard) is not."""
-        for attempt in range(RETRIES + 1):
-            try:
-                return self._run_shards(work, rows, task)
-            except (CancelledError, ScatterFailed):
-                if not may_try_again(self.client, attempt):
-                    raise
-                self.updates.clear()
-                self.figures["minibatches_submitted_again"] += 1
+        listed fails (ScatterFailed), and is tried again the same way (retried); a task's own
+        error (a storage error reading a shard) is not."""
+        def again():
+            self.updates.clear()
+            self.figures["minibatches_submitted_again"] += 1
+        return self._retried(lambda: self._run_shards(work, rows, task), work, again)
 
     def _run_shards(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
         seeds = work.plan.doc_seeds(task.seed)
