@@ -44,9 +44,10 @@ def step_options(step: str, top_l: int) -> dict:
 def curve_child(store: str, step: str, k: int, batch_size: int, top_l: int, heldout: int, score_every: int,
                 max_seconds: float) -> dict:
     """Train one step for max_seconds of loop time, scoring the held-out documents as it goes."""
+    from systems import compile_kernels
+
     from bigtopics.settings import TrainSettings
     from bigtopics.trainer import Trainer
-    from systems import compile_kernels
 
     settings = TrainSettings(n_topics=k, batch_size=batch_size, heldout=heldout, epochs=1_000_000,
                              checkpoint_every="1000000", **step_options(step, top_l))

@@ -83,9 +83,9 @@ def train(args, store: Path, run: Path) -> dict:
 def summarise(args, store: Path, run: Path, generate_seconds: float | None) -> dict:
     from bigtopics.checkpoints import list_checkpoints
     from bigtopics.model import load_model
+    from bigtopics.rundir import read_metrics
     from bigtopics.store import open_store
     from bigtopics.synth import topic_recovery, truth_path
-    from bigtopics.rundir import read_metrics
 
     s = open_store(store)
     metrics = read_metrics(run / "metrics.jsonl")

@@ -77,9 +77,10 @@ def tomotopy_child(corpus: str, n_docs: int, k: int, alpha: float, sweeps: int) 
 
 def timed_child(run: str, workers: int, docs: int) -> dict:
     """Resume a copy of the warm run with `workers` threads for `docs` more documents."""
+    from systems import compile_kernels
+
     from bigtopics.memory import peak_rss_bytes
     from bigtopics.trainer import Trainer
-    from systems import compile_kernels
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "run"
@@ -135,6 +136,7 @@ def main() -> None:
         return
     from bench_peers import parse_options  # one parser of key=value settings for every benchmark
     from peers import ensure_store, peer_corpus
+
     from bigtopics.store import open_store
 
     options = parse_options(args.option)

@@ -29,12 +29,11 @@ import numpy as np
 
 from bigtopics.atomic import atomic_write_bytes
 from bigtopics.diagnostics import umass_coherence
-from bigtopics.heldout import heldout_loglik
+from bigtopics.heldout import heldout_documents, heldout_loglik
 from bigtopics.minibatch import Minibatch
 from bigtopics.reader import read_documents
 from bigtopics.store import StoreWriter, index_dtype_for, open_store
 from bigtopics.synth import truth_path
-from bigtopics.heldout import heldout_documents
 
 # The evaluator's smoothing: p(w|k) = (P[k, w] + EVAL_ETA) / (1 + V EVAL_ETA), equal to P[k, w]
 # in float64 for any P[k, w] above ~1e-14 (and never zero, so log p stays finite).

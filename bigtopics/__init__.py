@@ -16,8 +16,8 @@ from .export import export
 from .infer import InferSettings, infer
 from .ingest import ingest
 from .model import Model, load_model
-from .store import CSRBlock, Store, StoreError, StoreWriter, open_store
 from .settings import TrainSettings
+from .store import CSRBlock, Store, StoreError, StoreWriter, open_store
 from .trainer import Trainer, resume, train
 
 __all__ = [

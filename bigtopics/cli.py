@@ -27,7 +27,6 @@ from .options import OptionError, parse_interval
 from .startup import commands_take_interrupts
 from .store import StoreError
 
-
 # What Ctrl-C leaves, per command (train stops at a minibatch and says so itself).
 INTERRUPTED = {"infer": "the parts inferred so far are kept; the same command continues from them"}
 
@@ -160,9 +159,10 @@ def ingest(inputs, output, files_from, fmt, text_field, id_field, bow_field, sec
 
     from click.core import ParameterSource
 
-    from .ingest import Pruning, ingest as run_ingest, read_vocabulary
-    from .memory import parse_bytes
+    from .ingest import Pruning, read_vocabulary
+    from .ingest import ingest as run_ingest
     from .input_formats import FormatOptions
+    from .memory import parse_bytes
     from .tokenizer import TokenizerSettings
 
     if not inputs and files_from is None:
@@ -207,8 +207,8 @@ def info(path, n_top, storage_options):
     from pathlib import Path
 
     from .ingest import describe_store
-    from .store import open_store
     from .rundir import SETTINGS_NAME, describe_run
+    from .store import open_store
 
     if (Path(path) / SETTINGS_NAME).exists():
         click.echo(describe_run(path))
@@ -442,7 +442,8 @@ def topics(run, n_words, sort):
 def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_resample, doc_topics, top_words,
              prominence, sample_docs, output, overwrite, seed, workers, cluster, scheduler, quiet, storage_options):
     """Topic diagnostics of RUN (coherence, size, entropy, document shares) and held-out scores."""
-    from .evaluate import METHODS, evaluate as run_evaluate, format_table
+    from .evaluate import METHODS, format_table
+    from .evaluate import evaluate as run_evaluate
 
     result = run_evaluate(run, store=store, heldout_store=heldout_store, doc_topics=doc_topics, output=output,
                           heldout_docs=heldout_docs, methods=methods or METHODS, particles=particles,
@@ -477,7 +478,8 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
           quiet, storage_options):
     """Topic proportions of every document of STORE under the model of RUN (resumable: rerun
     the same command after an interruption)."""
-    from .infer import InferSettings, infer as run_infer
+    from .infer import InferSettings
+    from .infer import infer as run_infer
 
     summary = run_infer(run, store, output, InferSettings(threshold, burnin, samples, seed, workers),
                         overwrite=overwrite, quiet=quiet, part_tokens=part_tokens, storage_options=storage_options,
@@ -519,7 +521,8 @@ def export(run, output, doc_topics, store, top_words, index, doc_topics_threshol
            state, diagnostics, overwrite, storage_options):
     """Write RUN's topics (and inferred document topics) as MALLET, search-engine, pyLDAvis and
     dfr-browser files (docs/formats.md)."""
-    from .export import ExportOptions, export as run_export
+    from .export import ExportOptions
+    from .export import export as run_export
 
     options = ExportOptions(top_words=top_words, index=index, doc_topics_threshold=doc_topics_threshold,
                             doc_topics_max=doc_topics_max, topic_word_weights=topic_word_weights, state=state,

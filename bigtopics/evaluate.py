@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import atomic_write_bytes
-from .diagnostics import topic_diagnostics
 from .cluster import connected
+from .diagnostics import topic_diagnostics
 from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
 from .model import Model, alpha_attribute, load_model
@@ -24,8 +24,8 @@ from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_re
 from .outputs import canonical_location, is_url
 from .places import check_output_file, output_kind
 from .rundir import SETTINGS_NAME
-from .workers import use_threads
 from .store import open_store
+from .workers import use_threads
 
 EVALUATION_NAME = "evaluation.json"
 EVALUATION_FORMAT_VERSION = 1

@@ -23,7 +23,6 @@ from .kernels.rows import copy_segments
 from .kernels.special import exp_digamma, exp_digamma_array
 from .kernels.table import take_out
 
-
 BETA_ESTIMATES = ("mean", "geometric")
 
 

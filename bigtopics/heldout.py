@@ -27,9 +27,9 @@ from .kernels.evaluate import completion_loglik, left_to_right_batch
 from .kernels.ranges import even_ranges
 from .kernels.rng import stream_seeds
 from .minibatch import Minibatch
-from .reader import read_documents
 from .model import Model, ModelRows
 from .progress import Progress
+from .reader import read_documents
 from .store import Store
 
 METHODS = ("left-to-right", "completion")

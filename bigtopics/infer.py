@@ -57,15 +57,23 @@ from .cluster import connected, map_parts
 from .frozen import frozen_point_estimates
 from .local_steps.gibbs import gibbs_sample
 from .minibatch import Minibatch
-from .reader import block_minibatch, read_ahead
 from .model import Model, ModelRows, alpha_attribute, load_model
 from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
 from .outputs import Location, NewGroup, OutputLock, check_output, is_url, locate
 from .progress import Progress
+from .reader import block_minibatch, read_ahead
 from .stopping import InterruptsThatStick
+from .store import (
+    CSR_ENCODING,
+    CSRBlock,
+    Store,
+    StoreError,
+    check_format,
+    default_compressors,
+    index_dtype_for,
+    open_store,
+)
 from .workers import use_threads
-from .store import (CSR_ENCODING, CSRBlock, Store, StoreError, check_format, default_compressors, index_dtype_for,
-                    open_store)
 
 DOC_TOPICS_FORMAT_VERSION = 1
 # The "epoch" of inference streams: disjoint from training's epochs 0, 1, 2, ...

@@ -44,9 +44,22 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import publish_dir, temporary_sibling
+
 # (re-exported: callers import the names of bigtopics' own output from here too)
-from .places import (EXPORT_ENTRIES, KIND_ATTRIBUTES, KINDS, OWN_ENTRIES, RUN_ENTRIES, RUN_FILES,  # noqa: F401
-                     SITE_ENTRIES, attributes_kind, check_output_file, check_output_place, output_kind, read_json)
+from .places import (  # noqa: F401
+    EXPORT_ENTRIES,
+    KIND_ATTRIBUTES,
+    KINDS,
+    OWN_ENTRIES,
+    RUN_ENTRIES,
+    RUN_FILES,
+    SITE_ENTRIES,
+    attributes_kind,
+    check_output_file,
+    check_output_place,
+    output_kind,
+    read_json,
+)
 
 
 class StoreError(Exception):

@@ -24,8 +24,8 @@ from .infer import DocTopics
 from .model import Model, load_model
 from .outputs import is_url
 from .places import check_output_file
-from .store import StoreError, open_store
 from .rundir import METRICS_NAME, read_metrics
+from .store import StoreError, open_store
 
 REPORT_NAME = "report.html"
 REPORT_TITLE = "bigtopics report: "  # also how an earlier report is recognised, to be replaced

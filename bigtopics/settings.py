@@ -6,9 +6,24 @@ from dataclasses import asdict, dataclass, field, fields
 
 from .local_steps import LOCAL_STEPS, LocalStep
 from .local_steps.gibbs import ONE_PASS, REVISITING
-from .options import (MAX_COUNT, MAX_EPOCHS, MAX_PRIOR, MAX_TAU0, MAX_TOPICS, MAX_WORKERS, MIN_GEOMETRIC_ETA,
-                      MIN_PRIOR, MIN_RESET_BELOW, OptionError, check_integer, check_real, check_seed, is_real_number,
-                      parse_interval, shown)
+from .options import (
+    MAX_COUNT,
+    MAX_EPOCHS,
+    MAX_PRIOR,
+    MAX_TAU0,
+    MAX_TOPICS,
+    MAX_WORKERS,
+    MIN_GEOMETRIC_ETA,
+    MIN_PRIOR,
+    MIN_RESET_BELOW,
+    OptionError,
+    check_integer,
+    check_real,
+    check_seed,
+    is_real_number,
+    parse_interval,
+    shown,
+)
 
 # The default document-topic prior sums to this over the topics (alpha = 5 / K), as MALLET's. With
 # a fixed alpha, documents spread over more topics as K grows (alpha K pseudo-counts against their

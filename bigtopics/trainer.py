@@ -29,29 +29,46 @@ from .alpha_scale import fit_alpha_scale, scale_documents, scaled_alpha
 from .assignments import SavedAssignments
 from .atomic import DiskFullError, atomic_write_bytes, is_disk_full, no_space
 from .checkpoint_checks import check_checkpoint, checkpoint_limits
-from .checkpoints import (START_OF_RUN, CheckpointError, CheckpointInfo, load_latest_checkpoint, never_checkpointed,
-                          remove_temporaries, save_checkpoint)
+from .checkpoints import (
+    START_OF_RUN,
+    CheckpointError,
+    CheckpointInfo,
+    load_latest_checkpoint,
+    never_checkpointed,
+    remove_temporaries,
+    save_checkpoint,
+)
 from .cluster import ClusterLost
 from .executors import Executor, StepTask, make_executor
 from .frozen import ReusedArrays
 from .heldout import heldout_documents, heldout_loglik
 from .memory import format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
 from .model import MODEL_NAME, write_model
+from .options import parse_interval
 from .outputs import check_output, holds_files, is_url, read_json
 from .places import check_output_place
 from .plan import EpochPlan
 from .priors import LearnedPriors
 from .progress import Progress
 from .reader import read_documents
-from .rundir import (ASSIGNMENTS_DIR, METRICS_NAME, SETTINGS_NAME, TABLE_DIR, RunLock, RunState, fresh_dir,
-                     read_metrics, read_settings)
-from .options import parse_interval
+from .resources import check_resources
+from .rundir import (
+    ASSIGNMENTS_DIR,
+    METRICS_NAME,
+    SETTINGS_NAME,
+    TABLE_DIR,
+    RunLock,
+    RunState,
+    fresh_dir,
+    read_metrics,
+    read_settings,
+)
 from .settings import TrainSettings, learning_rate, recorded_settings
+from .stopping import StopOnSignal
 from .store import StoreChanged, open_store
 from .topic_word import TopicWordTable
-from .resources import check_resources
-from .stopping import StopOnSignal
 from .workers import thread_count
+
 
 class Trainer:
     """Runs, or resumes, one training run in a run directory.

@@ -3,16 +3,16 @@
 import numpy as np
 import pytest
 from numba import njit
+from steps import gibbs_local_step
 
 from bigtopics.kernels.alias import alias_draw, alias_table, row_alias_tables
 from bigtopics.kernels.alias_gibbs import exact_topic, mh_topic
 from bigtopics.kernels.prior import prior_running_sum
 from bigtopics.kernels.rng import next_uniform
 from bigtopics.minibatch import Minibatch
-from steps import gibbs_local_step
 from bigtopics.model import load_model
-from bigtopics.synth import truth_path, write_corpus
 from bigtopics.settings import TrainSettings
+from bigtopics.synth import truth_path, write_corpus
 from bigtopics.trainer import train
 
 from . import naive

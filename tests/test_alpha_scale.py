@@ -2,17 +2,17 @@
 documents kept out of training, against the exact evidence (tests/naive.py) and on documents
 drawn with a known prior; the documents a run keeps out for it."""
 
+import naive
 import numpy as np
 import pytest
 import zarr
 from click.testing import CliRunner
+from test_evaluate import batch_of, dense_model
 
-import naive
 from bigtopics.alpha_scale import COARSE_STEPS, fit_alpha_scale, scale_documents
 from bigtopics.cli import main
 from bigtopics.options import MAX_PRIOR, MIN_PRIOR, OptionError
 from bigtopics.settings import TrainSettings, recorded_settings, scale_doc_count
-from test_evaluate import batch_of, dense_model
 
 ETA = 0.05
 N = np.array([[40.0, 25.0, 0.0, 0.0, 3.0],

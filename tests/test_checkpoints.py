@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 
 from bigtopics import checkpoints
-from bigtopics.checkpoints import (CheckpointError, list_checkpoints, load_latest_checkpoint, read_checkpoint,
-                                   save_checkpoint)
+from bigtopics.checkpoints import (
+    CheckpointError,
+    list_checkpoints,
+    load_latest_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
 
 
 def arrays(seed):

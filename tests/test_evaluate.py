@@ -4,19 +4,19 @@ import json
 import math
 from dataclasses import replace
 
+import naive
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import naive
 from bigtopics.cli import main
 from bigtopics.diagnostics import top_word_ids, topic_diagnostics, umass_coherence
 from bigtopics.heldout import heldout_loglik, split_tokens
 from bigtopics.minibatch import Minibatch
 from bigtopics.model import load_model, write_model
+from bigtopics.settings import TrainSettings
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
-from bigtopics.settings import TrainSettings
 from bigtopics.trainer import train
 
 ALPHA, ETA = 0.3, 0.05

@@ -14,8 +14,8 @@ from bigtopics.cli import main
 from bigtopics.export import write_dfr_doc_topics
 from bigtopics.infer import DocTopics, InferSettings, infer
 from bigtopics.model import load_model
-from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.settings import TrainSettings
+from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.trainer import train
 
 SPEC = CorpusSpec(n_docs=800, n_topics=4, n_words=100, mean_length=30, alpha=0.1, eta=0.05, seed=11)

@@ -5,8 +5,8 @@ import pytest
 from numba import njit
 
 from bigtopics import topic_word
-from bigtopics.kernels.frozen import lookup
 from bigtopics.frozen import FrozenTopics, TableRows
+from bigtopics.kernels.frozen import lookup
 from bigtopics.topic_word import TopicWordTable
 
 from . import naive

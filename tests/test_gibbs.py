@@ -2,22 +2,33 @@
 
 from contextlib import contextmanager
 
+import numba
 import numpy as np
 import pytest
-import numba
 from numba import njit
+from steps import gibbs_local_step
 
-from bigtopics.kernels.doc_state import add_token as _add_token, document_scratch
+from bigtopics.frozen import FrozenTopics
+from bigtopics.kernels.doc_state import add_token as _add_token
+from bigtopics.kernels.doc_state import document_scratch
 from bigtopics.kernels.evaluate import word_mass
-from bigtopics.kernels.gibbs import (MAX_CHANGES, SCAN_PER_DOC_TOPIC, STALE_SHARE, cache_share, change_scratch,
-                                     draw_token, draw_topic, forget_share, note_change, scans)
 from bigtopics.kernels.frozen import lookup
+from bigtopics.kernels.gibbs import (
+    MAX_CHANGES,
+    SCAN_PER_DOC_TOPIC,
+    STALE_SHARE,
+    cache_share,
+    change_scratch,
+    draw_token,
+    draw_topic,
+    forget_share,
+    note_change,
+    scans,
+)
 from bigtopics.kernels.rng import stream_seed
 from bigtopics.kernels.sparse_stats import merge_pairs
 from bigtopics.kernels.special import digamma
-from bigtopics.frozen import FrozenTopics
 from bigtopics.minibatch import Minibatch
-from steps import gibbs_local_step
 
 from . import naive
 

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from test_hardening_disk import encoded, error_line, small_disk, write_raw  # noqa: F401 (small_disk: a fixture)
+from test_hardening_inputs import ODD_WORDS, write_doc_topics, write_run, write_store
 
 from bigtopics.checkpoints import list_checkpoints, list_damaged, read_checkpoint
 from bigtopics.cli import main
 from bigtopics.model import load_model, write_model
 from bigtopics.synth import CorpusSpec, write_corpus
-from test_hardening_disk import encoded, error_line, small_disk, write_raw  # noqa: F401 (small_disk: a fixture)
-from test_hardening_inputs import ODD_WORDS, write_doc_topics, write_run, write_store
 
 PYTHON = sys.executable
 WORKTREE = str(Path(__file__).resolve().parents[1])

@@ -25,10 +25,16 @@ from click.testing import CliRunner
 import bigtopics.trainer as trainer_module
 from bigtopics import checkpoints, resources
 from bigtopics.atomic import DiskFullError
-from bigtopics.model import load_model
-from bigtopics.checkpoints import (MAGIC, CheckpointDamaged, list_checkpoints, list_damaged, read_checkpoint,
-                                   save_checkpoint)
+from bigtopics.checkpoints import (
+    MAGIC,
+    CheckpointDamaged,
+    list_checkpoints,
+    list_damaged,
+    read_checkpoint,
+    save_checkpoint,
+)
 from bigtopics.cli import main
+from bigtopics.model import load_model
 from bigtopics.rundir import read_metrics
 from bigtopics.settings import TrainSettings
 from bigtopics.store import open_store

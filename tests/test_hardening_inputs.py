@@ -23,8 +23,8 @@ from bigtopics.export import escape_id, escape_word, unescape
 from bigtopics.infer import InferSettings, infer_lock
 from bigtopics.local_steps import LOCAL_STEPS
 from bigtopics.model import load_model, write_model
-from bigtopics.outputs import OutputLock, check_output, check_output_file, locate
 from bigtopics.options import parse_interval
+from bigtopics.outputs import OutputLock, check_output, check_output_file, locate
 from bigtopics.settings import TrainSettings
 from bigtopics.store import CSR_ENCODING, StoreWriter, open_store
 

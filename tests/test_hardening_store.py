@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 import zarr
 from click.testing import CliRunner
+from s3server import s3_fixture, s3_server_fixture  # noqa: F401 (the fixtures `s3` and `s3_server`)
+from test_hardening_inputs import N_TOPICS, write_doc_topics, write_run
 
 import bigtopics.trainer as trainer_module
 from bigtopics.cli import main
 from bigtopics.store import Store, StoreError, StoreWriter, open_store
 from bigtopics.synth import CorpusSpec, write_corpus
-from s3server import s3_fixture, s3_server_fixture  # noqa: F401 (the fixtures `s3` and `s3_server`)
-from test_hardening_inputs import N_TOPICS, write_doc_topics, write_run
 
 SPEC = CorpusSpec(n_docs=300, n_topics=5, n_words=300, mean_length=40, alpha=0.1, eta=0.05, seed=5)
 TRAIN = ["-k", "3", "--epochs", "1", "--seed", "1", "--quiet", "--scale-docs", "0"]

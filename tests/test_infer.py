@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from bigtopics.cli import main
 from bigtopics.infer import DocTopics, InferSettings, infer
 from bigtopics.model import load_model
-from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.settings import TrainSettings
 from bigtopics.stopping import InterruptsThatStick
+from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.trainer import train
 
 infer_module = importlib.import_module("bigtopics.infer")  # the package exports a function of that name

@@ -8,11 +8,11 @@ import sys
 import time
 from pathlib import Path
 
+import naive
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import naive
 from bigtopics import StoreError, open_store
 from bigtopics.cli import main
 from bigtopics.ingest import Pruning, describe_store, ingest

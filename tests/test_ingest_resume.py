@@ -13,11 +13,11 @@ import pytest
 import test_ingest_scale
 from test_ingest_scale import RECORDED, SMALL_VOCAB, run, store_digest
 
-ocr = test_ingest_scale.ocr  # the fixture: the OCR-like corpus
-
 from bigtopics import open_store
 from bigtopics.ingest import workers
 from bigtopics.ingest.pipeline import MIN_BUDGET
+
+ocr = test_ingest_scale.ocr  # the fixture: the OCR-like corpus
 
 SMALL = {"pruning": SMALL_VOCAB, "memory_limit": MIN_BUDGET, "unit_bytes": 1 << 16}
 

@@ -6,16 +6,16 @@ import shutil
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from test_ingest import store_docs
 
 from bigtopics import StoreError, open_store
 from bigtopics.cli import main
 from bigtopics.infer import DocTopics, infer
 from bigtopics.ingest import Pruning, ingest, read_vocabulary
+from bigtopics.settings import TrainSettings
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.tokenizer import TokenizerSettings
-from bigtopics.settings import TrainSettings
 from bigtopics.trainer import train
-from test_ingest import store_docs
 
 SPEC = CorpusSpec(n_docs=1300, n_topics=4, n_words=400, mean_length=30, seed=3)
 TOKENIZER = TokenizerSettings(min_length=4, stoplist="none")  # not the defaults: must be inherited

@@ -4,9 +4,9 @@ kernels/alias_gibbs.py)."""
 
 import numpy as np
 import pytest
+from steps import gibbs_local_step
 
 from bigtopics.settings import TrainSettings
-from steps import gibbs_local_step
 
 from .test_gibbs import counts_per_copy, freeze, replicated_batch, short_document_copies
 

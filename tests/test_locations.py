@@ -9,9 +9,9 @@ import uuid
 import numpy as np
 import pytest
 import zarr
+from s3server import s3_fixture, s3_server_fixture  # noqa: F401 (the fixtures `s3` and `s3_server`)
 
 from bigtopics.outputs import UNFINISHED, NewGroup, check_output, locate
-from s3server import s3_fixture, s3_server_fixture  # noqa: F401 (the fixtures `s3` and `s3_server`)
 
 KINDS = ["path", "file", "memory", "s3"]
 FINAL = {"format_version": 1, "created_by": "bigtopics", "written_by": "test_locations"}  # a store's marks

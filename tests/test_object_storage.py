@@ -27,13 +27,13 @@ from click.testing import CliRunner
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
 
+from s3server import KEY_ID, SECRET  # noqa: E402  # noqa: E402,F401 (the fixtures `s3` and `s3_server`)
+
 from bigtopics.cli import main  # noqa: E402
 from bigtopics.infer import DocTopics, InferSettings, infer  # noqa: E402
 from bigtopics.ingest import describe_store, ingest  # noqa: E402
 from bigtopics.outputs import UNFINISHED  # noqa: E402
 from bigtopics.store import Store, StoreError, StoreWriter, open_store  # noqa: E402
-from s3server import KEY_ID, SECRET  # noqa: E402
-from s3server import s3_fixture, s3_server_fixture  # noqa: E402,F401 (the fixtures `s3` and `s3_server`)
 
 
 def write_corpus(folder, n_docs: int = 60, seed: int = 0):

@@ -19,9 +19,9 @@ from bigtopics.kernels.dirichlet import (
     eta_fixed_point,
     eta_sums,
 )
-from bigtopics.kernels.special import digamma
 from bigtopics.kernels.evaluate import word_mass
 from bigtopics.kernels.gibbs import draw_topic
+from bigtopics.kernels.special import digamma
 from bigtopics.local_steps.gibbs import GibbsStep
 from bigtopics.model import load_model
 from bigtopics.priors import (

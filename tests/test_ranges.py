@@ -4,10 +4,11 @@ give the same result on any number of threads."""
 import numba
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from bigtopics.kernels.ranges import even_ranges
 from bigtopics.frozen import FrozenTopics, TableRows
+from bigtopics.kernels.ranges import even_ranges
 
 from . import naive
 from .test_frozen import ETA, V, trained_table

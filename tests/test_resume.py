@@ -13,8 +13,8 @@ import zarr
 
 from bigtopics.checkpoints import list_checkpoints
 from bigtopics.model import load_model
-from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.settings import TrainSettings
+from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.trainer import Trainer, resume, train
 
 SPEC = CorpusSpec(n_docs=3000, n_topics=6, n_words=300, mean_length=40, alpha=0.1, eta=0.05, seed=2)

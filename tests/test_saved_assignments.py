@@ -4,20 +4,19 @@ import json
 
 import numpy as np
 import pytest
-
-from bigtopics.assignments import SavedAssignments
-from bigtopics.assignments import previous_stats
-from bigtopics.frozen import TableRows
-from bigtopics.reader import read_documents
-from bigtopics.stats import SparseStats
 from steps import run_step
+
+from bigtopics import settings as settings_module
+from bigtopics.assignments import SavedAssignments, previous_stats
+from bigtopics.frozen import TableRows
+from bigtopics.local_steps.gibbs import ONE_PASS, REVISITING
+from bigtopics.reader import read_documents
+from bigtopics.settings import MIN_MINIBATCHES, SMALLEST_REVISIT_BATCH, TrainSettings, revisit_batch_size
+from bigtopics.stats import SparseStats
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.topic_word import TopicWordTable
-from bigtopics.local_steps.gibbs import ONE_PASS, REVISITING
-from bigtopics.settings import MIN_MINIBATCHES, SMALLEST_REVISIT_BATCH, TrainSettings, revisit_batch_size
 from bigtopics.trainer import resume, train
-from bigtopics import settings as settings_module
 
 from . import naive
 from .test_topic_word import assert_same_state

@@ -1,7 +1,8 @@
-import numpy as np
-from hypothesis import given, settings, strategies as st
-
 import naive
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bigtopics.tokenizer import Tokenizer, TokenizerSettings, load_stoplist
 
 PLAIN = TokenizerSettings(stoplist="none")

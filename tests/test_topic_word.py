@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from naive import EagerTopicWord, OneByOneRows
 
 from bigtopics import topic_word
 from bigtopics.topic_word import TopicWordTable
-from naive import EagerTopicWord, OneByOneRows
 
 K, V = 20, 300
 

@@ -9,10 +9,10 @@ import pytest
 import zarr
 
 from bigtopics.model import load_model
-from bigtopics.store import StoreError, StoreWriter, open_store
-from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.rundir import read_metrics
 from bigtopics.settings import TrainSettings
+from bigtopics.store import StoreError, StoreWriter, open_store
+from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.trainer import Trainer, resume, train
 
 from . import naive

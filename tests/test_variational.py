@@ -5,16 +5,16 @@ import pytest
 from click.testing import CliRunner
 
 from bigtopics.cli import main
+from bigtopics.frozen import FrozenTopics
 from bigtopics.kernels.rng import stream_seeds
 from bigtopics.kernels.variational import fill_initial_gamma, fill_initial_theta_weight
-from bigtopics.frozen import FrozenTopics
 from bigtopics.local_steps import LOCAL_STEPS
+from bigtopics.local_steps.variational import lsparse_local_step, scvb0_local_step, vb_local_step
 from bigtopics.minibatch import Minibatch
 from bigtopics.model import load_model
-from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.settings import TrainSettings
+from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.trainer import train
-from bigtopics.local_steps.variational import lsparse_local_step, scvb0_local_step, vb_local_step
 
 from . import naive
 from .test_gibbs import freeze, sparse_topic_word

@@ -4,11 +4,11 @@ bucket-sampler comparisons in tests/test_alias_gibbs.py, the contract in tests/t
 
 import numpy as np
 import pytest
+from steps import gibbs_local_step
 
 from bigtopics.local_steps.gibbs import gibbs_sample
 from bigtopics.minibatch import Minibatch
 from bigtopics.settings import TrainSettings
-from steps import gibbs_local_step
 
 from .test_alias_gibbs import random_batch
 from .test_gibbs import freeze, sparse_topic_word

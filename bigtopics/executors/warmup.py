@@ -11,6 +11,7 @@ from ..local_steps import LocalStep
 from ..minibatch import Minibatch
 from ..topic_word import TopicWordTable
 
+
 def compile_step(step: LocalStep) -> None:
     """Run `step` (and, if it keeps assignments, the previous-visit tallies) on two tiny documents."""
     n_topics, n_words = 4, 6

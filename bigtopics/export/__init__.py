@@ -30,8 +30,8 @@ from ..diagnostics import top_word_ids
 from ..evaluate import current_evaluation
 from ..infer import DocTopics
 from ..model import load_model
-from ..outputs import check_output
 from ..options import OptionError, check_integer, check_real
+from ..outputs import check_output
 from . import dfr, mallet, mallet_diagnostics, model_files, pyldavis, search, state
 from .base import ExportContext, ExportOptions, Writer
 from .dfr import write_dfr_doc_topics

@@ -15,11 +15,11 @@ import time
 import uuid
 from pathlib import Path
 
-from ..memory import budget_bytes, peak_rss_bytes
-from ..outputs import check_output, locate
 from ..input_formats import FormatOptions
-from ..readers import InputReader
+from ..memory import budget_bytes, peak_rss_bytes
 from ..options import OptionError
+from ..outputs import check_output, locate
+from ..readers import InputReader
 from ..tokenizer import TokenizerSettings
 from .report import IngestReport
 from .resume import prepare_spill_dir

@@ -10,7 +10,6 @@ from pathlib import Path
 from ..memory import format_bytes
 from .vocabulary import Pruning
 
-
 MAX_NAMED = 10  # files named in the summary (the store's settings name all)
 
 

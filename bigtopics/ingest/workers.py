@@ -30,9 +30,9 @@ import numpy as np
 from numcodecs import Blosc
 
 from ..atomic import is_disk_full, no_space
+from ..input_formats import FormatOptions, InputError
 from ..kernels.tokens import count_rows
 from ..progress import Progress
-from ..input_formats import FormatOptions, InputError
 from ..readers import InputReader, Unit, parse_unit
 from ..tokenizer import Tokenizer, TokenizerSettings
 from .resume import crc32_file, write_manifest

@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
+from ..input_formats import InputError
 from ..kernels.tokens import remap_rows
 from ..progress import Progress
-from ..input_formats import InputError
 from ..store import DEFAULT_ENTRIES_PER_CHUNK, StoreWriter, count_dtype_for, index_dtype_for
 from .report import IngestReport
 from .runs import remap_path

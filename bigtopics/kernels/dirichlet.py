@@ -30,7 +30,6 @@ from numba import njit
 
 from .special import digamma, inverse_digamma
 
-
 # psi(n + a) - psi(a) = sum_{i < n} 1 / (a + i): for counts up to this, the sum (as MALLET's
 # learnParameters does), cheaper than two digammas; beyond it the digammas.
 DIRECT_SUM_BELOW = 16

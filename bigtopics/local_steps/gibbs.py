@@ -25,8 +25,8 @@ from ..kernels.saved import store_last_sweep
 from ..kernels.sparse_stats import merge_pairs
 from ..kernels.word_major import sample_minibatch as word_major_sample_minibatch
 from ..minibatch import Minibatch
-from ..stats import PriorCounts, StepResult
 from ..options import MAX_SWEEPS, check_integer
+from ..stats import PriorCounts, StepResult
 from .base import LocalStep, check, option
 
 SAMPLERS = ("word-major", "buckets", "alias", "mh")

@@ -9,10 +9,10 @@ import numpy as np
 
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
-from ..stats import StepResult
 from ..options import MAX_SWEEPS, MAX_TOPICS, check_integer
+from ..stats import StepResult
 from .base import LocalStep, option
-from .variational import log_theta_for, step_result, lsparse_local_step
+from .variational import log_theta_for, lsparse_local_step, step_result
 from .vb import VB_ITERATIONS
 
 

@@ -8,8 +8,8 @@ import numpy as np
 
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
-from ..stats import StepResult
 from ..options import MAX_SWEEPS, check_integer
+from ..stats import StepResult
 from .base import LocalStep, option
 from .gibbs import ONE_PASS
 from .variational import scvb0_local_step

@@ -26,8 +26,7 @@ import numpy as np
 from ..frozen import FrozenTopics
 from ..kernels.ranges import even_ranges
 from ..kernels.sparse_stats import merge_pairs
-from ..kernels.variational import (_lsparse_minibatch, _scvb0_minibatch, _vb_minibatch,
-                                  expected_counts_by_word)
+from ..kernels.variational import _lsparse_minibatch, _scvb0_minibatch, _vb_minibatch, expected_counts_by_word
 from ..memory import available_bytes, format_bytes
 from ..minibatch import Minibatch
 from ..stats import ExpectedLogTheta, SparseStats, StepResult

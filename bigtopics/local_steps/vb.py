@@ -8,8 +8,8 @@ import numpy as np
 
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
-from ..stats import StepResult
 from ..options import MAX_SWEEPS, check_integer
+from ..stats import StepResult
 from .base import LocalStep, option
 from .variational import log_theta_for, step_result, vb_local_step
 
