@@ -403,9 +403,10 @@ def check_output(path, overwrite: bool, inputs=(), storage_options: dict | None 
     may go (places.check_output_place: inside a Zarr group, among a run's files), if `path`
     exists as something else than a directory (or prefix) that is empty or written by
     bigtopics, if it is bigtopics output of another kind than `kind`, if it is a run or export
-    folder holding entries its kind does not write (named in the message), or if it exists and overwrite is not given. A group an
-    interrupted write left unfinished on object storage is replaced without overwrite, as a
-    local one never shows under its final name. Inputs may be paths, URLs or None (skipped).
+    folder holding entries its kind does not write (named in the message), or if it exists and
+    overwrite is not given. A group an interrupted write left unfinished on object storage is
+    replaced without overwrite, as a local one never shows under its final name. Inputs may be
+    paths, URLs or None (skipped).
     """
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown kind of output {kind!r}; one of {', '.join(KINDS)}")

@@ -171,7 +171,8 @@ def test_dfr_browser_folder_and_pyldavis_inputs(exported, tmp_path):
     np.testing.assert_allclose(np.array(vis["doc_topic_dists"]).T @ np.array(vis["doc_lengths"]), model.topic_totals(),
                                rtol=1e-6)
     topics = [json.loads(line) for line in (out / "topics.jsonl").read_text().splitlines()]
-    assert [t["label"] for t in topics] == [" ".join(w for w, _ in model.top_words(k, 3)) for k in range(model.n_topics)]
+    assert [t["label"] for t in topics] == [" ".join(w for w, _ in model.top_words(k, 3))
+                                            for k in range(model.n_topics)]
 
 
 def test_report_is_self_contained_and_renders(exported, tmp_path):

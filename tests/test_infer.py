@@ -60,7 +60,8 @@ def test_recovers_the_true_proportions(trained, tmp_path):
     model = load_model(run)
     beta = np.load(truth_path(store) / "beta.npy")
     learned = np.stack([model.word_probabilities(k) for k in range(model.n_topics)])
-    cosine = (beta / np.linalg.norm(beta, axis=1, keepdims=True)) @ (learned / np.linalg.norm(learned, axis=1, keepdims=True)).T
+    cosine = ((beta / np.linalg.norm(beta, axis=1, keepdims=True))
+              @ (learned / np.linalg.norm(learned, axis=1, keepdims=True)).T)
     match = cosine.argmax(axis=1)  # true topic -> learned topic
     assert len(set(match.tolist())) == SPEC.n_topics
     theta = np.load(truth_path(store) / "theta.npy")

@@ -37,7 +37,8 @@ def _imports() -> dict[str, list[tuple[str, bool]]]:
                 else:  # from . import a, b: the submodules
                     found.extend((".".join(base + [alias.name]), id(node) in top) for alias in node.names)
             elif isinstance(node, ast.Import):
-                found.extend((alias.name, id(node) in top) for alias in node.names if alias.name.startswith("bigtopics."))
+                found.extend((alias.name, id(node) in top) for alias in node.names
+                             if alias.name.startswith("bigtopics."))
         graph[name] = found
     return graph
 

@@ -388,7 +388,8 @@ def test_train_info_and_infer_from_s3_in_process_and_on_a_cluster(s3, tmp_path):
     assert result.exit_code == 0 and url in result.output, result.output
     common = ["-k", "6", "--max-docs", "600", "--batch-size", "200", "--seed", "2", "--quiet"]
     hashes = {}
-    for name, store, extra in (("local", str(local), []), ("s3", url, []), ("s3-cluster", url, ["--cluster", "local:2"])):
+    for name, store, extra in (("local", str(local), []), ("s3", url, []),
+                               ("s3-cluster", url, ["--cluster", "local:2"])):
         result = runner.invoke(main, ["train", store, "-o", str(tmp_path / name), *common, *extra])
         assert result.exit_code == 0, result.output
         hashes[name] = model_hash(tmp_path / name)
