@@ -16,6 +16,7 @@ import numpy as np
 
 from .atomic import atomic_write_bytes
 from .cluster import connected
+from .cores import use_threads
 from .diagnostics import topic_diagnostics
 from .heldout import METHODS, heldout_documents, heldout_scores
 from .infer import DocTopics
@@ -25,7 +26,6 @@ from .outputs import canonical_location, is_url
 from .places import check_output_file, output_kind
 from .rundir import SETTINGS_NAME
 from .store import open_store
-from .workers import use_threads
 
 EVALUATION_NAME = "evaluation.json"
 EVALUATION_FORMAT_VERSION = 1

@@ -54,6 +54,7 @@ import zarr
 from .atomic import atomic_write_bytes
 from .checked import CheckedChunks, check_ids, check_offsets
 from .cluster import connected, map_parts
+from .cores import use_threads
 from .frozen import frozen_point_estimates
 from .local_steps.gibbs import gibbs_sample
 from .minibatch import Minibatch
@@ -73,7 +74,6 @@ from .store import (
     index_dtype_for,
     open_store,
 )
-from .workers import use_threads
 
 DOC_TOPICS_FORMAT_VERSION = 1
 # The "epoch" of inference streams: disjoint from training's epochs 0, 1, 2, ...

@@ -39,6 +39,7 @@ from .checkpoints import (
     save_checkpoint,
 )
 from .cluster import ClusterLost
+from .cores import thread_count
 from .executors import Executor, StepTask, make_executor
 from .frozen import ReusedArrays
 from .heldout import heldout_documents, heldout_loglik
@@ -67,7 +68,6 @@ from .settings import TrainSettings, learning_rate, recorded_settings
 from .stopping import StopOnSignal
 from .store import StoreChanged, open_store
 from .topic_word import TopicWordTable
-from .workers import thread_count
 
 
 class Trainer:

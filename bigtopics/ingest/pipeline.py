@@ -19,11 +19,11 @@ from ..input_formats import FormatOptions
 from ..memory import budget_bytes, peak_rss_bytes
 from ..options import OptionError
 from ..outputs import check_output, locate
-from ..readers import InputReader
 from ..tokenizer import TokenizerSettings
-from .report import IngestReport
+from .inputs import InputReader
 from .resume import prepare_spill_dir
 from .runs import FIELDS, KnownWords, run_path, write_remaps
+from .summary import IngestReport
 from .vocabulary import FixedVocabulary, Pruning, fixed_vocabulary_counts, pruned_vocabulary, read_vocabulary
 from .workers import tokenize_all
 from .write import write_store

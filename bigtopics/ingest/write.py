@@ -17,8 +17,8 @@ from ..input_formats import InputError
 from ..kernels.tokens import remap_rows
 from ..progress import Progress
 from ..store import DEFAULT_ENTRIES_PER_CHUNK, StoreWriter, count_dtype_for, index_dtype_for
-from .report import IngestReport
 from .runs import remap_path
+from .summary import IngestReport
 from .workers import read_spill, unit_file
 
 
