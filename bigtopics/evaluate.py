@@ -18,8 +18,8 @@ from .atomic import atomic_write_bytes
 from .cluster import connected
 from .cores import use_threads
 from .diagnostics import topic_diagnostics
+from .doc_topics import DocTopics
 from .heldout import METHODS, heldout_documents, heldout_scores
-from .infer import DocTopics
 from .model import Model, alpha_attribute, load_model
 from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
 from .outputs import canonical_location, is_url

@@ -18,9 +18,9 @@ import numpy as np
 
 from .atomic import atomic_write_bytes
 from .diagnostics import top_word_ids
+from .doc_topics import DocTopics
 from .escape import html_escape
 from .evaluate import current_evaluation
-from .infer import DocTopics
 from .model import Model, load_model
 from .outputs import is_url
 from .places import check_output_file

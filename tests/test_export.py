@@ -11,8 +11,9 @@ import zarr
 from click.testing import CliRunner
 
 from bigtopics.cli import main
+from bigtopics.doc_topics import DocTopics
 from bigtopics.export import write_dfr_doc_topics
-from bigtopics.infer import DocTopics, InferSettings, infer
+from bigtopics.infer import InferSettings, infer
 from bigtopics.model import load_model
 from bigtopics.settings import TrainSettings
 from bigtopics.synth import CorpusSpec, write_corpus

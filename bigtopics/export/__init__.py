@@ -27,8 +27,8 @@ from pathlib import Path
 
 from ..atomic import clear_leftovers, publish_dir, temporary_sibling
 from ..diagnostics import top_word_ids
+from ..doc_topics import DocTopics
 from ..evaluate import current_evaluation
-from ..infer import DocTopics
 from ..model import load_model
 from ..options import OptionError, check_integer, check_real
 from ..outputs import check_output
