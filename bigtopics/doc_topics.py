@@ -12,7 +12,7 @@ import numpy as np
 import zarr
 
 from .checked import CheckedChunks, check_ids, check_offsets
-from .outputs import is_url, locate
+from .locations import is_url, locate
 from .store import Store, StoreError, check_format, default_compressors, index_dtype_for, open_store
 
 DOC_TOPICS_FORMAT_VERSION = 1

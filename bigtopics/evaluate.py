@@ -20,9 +20,9 @@ from .cores import use_threads
 from .diagnostics import topic_diagnostics
 from .doc_topics import DocTopics
 from .heldout import METHODS, heldout_documents, heldout_scores
+from .locations import canonical_location, is_url
 from .model import Model, alpha_attribute, load_model
 from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
-from .outputs import canonical_location, is_url
 from .places import check_output_file, output_kind
 from .rundir import SETTINGS_NAME
 from .store import open_store

@@ -56,10 +56,11 @@ from .cores import use_threads
 from .doc_topics import DOC_TOPICS_FORMAT_VERSION, NORMALISATION, create_arrays
 from .frozen import frozen_point_estimates
 from .local_steps.gibbs import gibbs_sample
+from .locations import Location, locate
 from .minibatch import Minibatch
 from .model import Model, ModelRows, alpha_attribute, load_model
 from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
-from .outputs import Location, NewGroup, OutputLock, check_output, locate
+from .outputs import NewGroup, OutputLock, check_output
 from .progress import Progress
 from .reader import block_minibatch, read_ahead
 from .stopping import InterruptsThatStick

@@ -21,8 +21,8 @@ from .diagnostics import top_word_ids
 from .doc_topics import DocTopics
 from .escape import html_escape
 from .evaluate import current_evaluation
+from .locations import is_url
 from .model import Model, load_model
-from .outputs import is_url
 from .places import check_output_file
 from .rundir import METRICS_NAME, read_metrics
 from .store import StoreError, open_store

@@ -40,8 +40,10 @@ from zarr.codecs import BloscCodec
 from zarr.core.sync import sync
 
 from .checked import CheckedChunks, StoreChanged, check_counts, check_ids, check_offsets
+from .locations import Location, StoreError, locate
 from .memory import available_bytes, format_bytes
-from .outputs import KIND_ATTRIBUTES, Location, NewGroup, StoreError, locate
+from .outputs import NewGroup
+from .places import KIND_ATTRIBUTES
 
 FORMAT_VERSION = 1
 CSR_ENCODING = {"encoding-type": "csr_matrix", "encoding-version": "0.1.0"}

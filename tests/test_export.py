@@ -117,7 +117,7 @@ def test_mallet_doc_topics_sparse_with_threshold_and_max(exported, tmp_path, thr
 
 def test_every_file_of_the_registry_is_one_overwrite_may_replace():
     from bigtopics.export import WRITERS
-    from bigtopics.outputs import EXPORT_ENTRIES
+    from bigtopics.places import EXPORT_ENTRIES
 
     assert {name for writer in WRITERS for name in writer.files} <= set(EXPORT_ENTRIES)
 

@@ -16,9 +16,10 @@ import uuid
 from pathlib import Path
 
 from ..input_formats import FormatOptions
+from ..locations import locate
 from ..memory import budget_bytes, peak_rss_bytes
 from ..options import OptionError
-from ..outputs import check_output, locate
+from ..outputs import check_output
 from ..tokenizer import TokenizerSettings
 from .inputs import InputReader
 from .resume import prepare_spill_dir
