@@ -77,7 +77,7 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
              cluster: str | None = None, scheduler: str | None = None) -> dict:
     """Diagnostics (and held-out scores with a held-out store) of a run; written as JSON to
     `output` (default <run>/evaluation.json). The stores and doc_topics may be local paths or URLs
-    (`storage_options` for them, bigtopics/outputs.py); the output is a local file, which replaces
+    (`storage_options` for them, bigtopics/locations.py); the output is a local file, which replaces
     an earlier evaluation but any other existing file only with `overwrite` (and never a file
     inside a store or model, nor a run's own files). With `cluster` ("local:N") or `scheduler`
     (an address) the inference of the sampled documents and of the held-out ones runs on a Dask

@@ -30,7 +30,7 @@ part of documents (two while the next is read ahead) plus the model's rows, what
 of documents.
 
 The store and the output may be URLs (s3://bucket/prefix/doc_topics.zarr, any fsspec
-filesystem; bigtopics/outputs.py). The parts always stay on the local disk, where their atomic
+filesystem; bigtopics/locations.py). The parts always stay on the local disk, where their atomic
 renames work: for an output at a URL they go next to the model, in
 `<run>/.infer-<name>-<hash of the URL>.parts/`, so the run directory must be writable. The output
 at a URL is written in place at the end, its attributes last; `doc_topics.DocTopics` refuses

@@ -19,7 +19,7 @@ Layout (format_version 1; see README "The store"):
 streams the store one indptr chunk ("block") at a time.
 
 A store lives at a local path, a URL of any fsspec filesystem (s3://bucket/prefix/books.zarr,
-gs://, memory://, file://) or in a zarr store object (outputs.py, "Where": credentials and
+gs://, memory://, file://) or in a zarr store object (locations.py: credentials and
 endpoint from the environment and `storage_options`). A local store is built under a temporary
 name and renamed into place; a remote one is written in place and counts as complete only once
 its attributes (format_version, n_docs, ...) are written, last: until then `Store` refuses it.

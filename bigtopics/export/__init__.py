@@ -54,7 +54,7 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     doc_topics_threshold=0.0, doc_topics_max=-1, topic_word_weights=False, state=False,
     diagnostics=False) choose the files and their forms; notices (renamed metadata fields, a stale
     evaluation.json, a file left out) go to `log` (default: stderr). `doc_topics` and `store` may be URLs (`storage_options` for
-    them; bigtopics/outputs.py); `output` is local."""
+    them; bigtopics/locations.py); `output` is local."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     options = options or ExportOptions(**option_values)
     check_integer(options.top_words, "--top-words", 1, MAX_TOP_WORDS)

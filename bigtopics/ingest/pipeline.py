@@ -58,7 +58,7 @@ def ingest(
     """Read `inputs` (files or directories) and write the store `output`; see bigtopics/ingest/__init__.py.
 
     `output` is a local path or a URL (s3://bucket/prefix/books.zarr, any fsspec filesystem, with
-    `storage_options` for it besides the environment's credentials; see bigtopics/outputs.py). A
+    `storage_options` for it besides the environment's credentials; see bigtopics/locations.py). A
     local store is published by a rename; a remote one is written in place and complete once its
     attributes are written, last. With `overwrite` an earlier store is replaced, but only one
     bigtopics wrote.
