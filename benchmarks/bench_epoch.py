@@ -236,8 +236,8 @@ def main() -> None:
     from machine_scaling import describe_efficiency, efficiency_by_work
     from peers import ensure_store
 
+    from bigtopics.cores import thread_count
     from bigtopics.store import open_store
-    from bigtopics.workers import thread_count
 
     options = parse_options(args.option)
     cache = Path(args.cache)

@@ -120,8 +120,8 @@ def run_gensim(path: Path, workers: int) -> dict:
 
 
 def run_listing(path: Path, workers: int) -> dict:
+    from bigtopics.ingest.inputs import InputReader
     from bigtopics.input_formats import FormatOptions
-    from bigtopics.readers import InputReader
 
     reader = InputReader([path], FormatOptions(), unit_bytes=1 << 20)
     return {"files": reader.n_files, "bytes": reader.total_bytes}

@@ -38,7 +38,7 @@ class StoreLocation(click.ParamType):
     name = "path or URL"
 
     def convert(self, value, param, ctx):
-        from .outputs import is_url
+        from .locations import is_url
 
         if is_url(value):
             return value

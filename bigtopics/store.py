@@ -19,7 +19,7 @@ Layout (format_version 1; see README "The store"):
 streams the store one indptr chunk ("block") at a time.
 
 A store lives at a local path, a URL of any fsspec filesystem (s3://bucket/prefix/books.zarr,
-gs://, memory://, file://) or in a zarr store object (outputs.py, "Where": credentials and
+gs://, memory://, file://) or in a zarr store object (locations.py: credentials and
 endpoint from the environment and `storage_options`). A local store is built under a temporary
 name and renamed into place; a remote one is written in place and counts as complete only once
 its attributes (format_version, n_docs, ...) are written, last: until then `Store` refuses it.
@@ -40,8 +40,10 @@ from zarr.codecs import BloscCodec
 from zarr.core.sync import sync
 
 from .checked import CheckedChunks, StoreChanged, check_counts, check_ids, check_offsets
+from .locations import Location, StoreError, locate
 from .memory import available_bytes, format_bytes
-from .outputs import KIND_ATTRIBUTES, Location, NewGroup, StoreError, locate
+from .outputs import NewGroup
+from .places import KIND_ATTRIBUTES
 
 FORMAT_VERSION = 1
 CSR_ENCODING = {"encoding-type": "csr_matrix", "encoding-version": "0.1.0"}

@@ -16,7 +16,8 @@ import zarr
 from click.testing import CliRunner
 
 from bigtopics.cli import main
-from bigtopics.infer import DocTopics, InferSettings, infer
+from bigtopics.doc_topics import DocTopics
+from bigtopics.infer import InferSettings, infer
 from bigtopics.model import load_model
 from bigtopics.settings import TrainSettings
 from bigtopics.store import open_store

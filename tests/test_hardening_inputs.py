@@ -22,9 +22,11 @@ from bigtopics.evaluate import EVALUATION_NAME, evaluate, is_evaluation
 from bigtopics.export import escape_id, escape_word, unescape
 from bigtopics.infer import InferSettings, infer_lock
 from bigtopics.local_steps import LOCAL_STEPS
+from bigtopics.locations import locate
 from bigtopics.model import load_model, write_model
 from bigtopics.options import parse_interval
-from bigtopics.outputs import OutputLock, check_output, check_output_file, locate
+from bigtopics.outputs import OutputLock, check_output
+from bigtopics.places import check_output_file
 from bigtopics.settings import TrainSettings
 from bigtopics.store import CSR_ENCODING, StoreWriter, open_store
 

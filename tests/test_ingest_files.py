@@ -13,8 +13,8 @@ from test_ingest import store_docs
 
 from bigtopics import listing, open_store, readers
 from bigtopics.ingest import Pruning, ingest
+from bigtopics.ingest.inputs import InputReader
 from bigtopics.input_formats import FormatOptions, InputError
-from bigtopics.readers import InputReader
 
 NO_PRUNING = Pruning(min_df=1, max_df=1.0, max_vocab=None)
 SKIP_BAD = FormatOptions(skip_bad=True)

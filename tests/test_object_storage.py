@@ -30,7 +30,8 @@ pytest.importorskip("moto")
 from s3server import KEY_ID, SECRET  # noqa: E402  # noqa: E402,F401 (the fixtures `s3` and `s3_server`)
 
 from bigtopics.cli import main  # noqa: E402
-from bigtopics.infer import DocTopics, InferSettings, infer  # noqa: E402
+from bigtopics.doc_topics import DocTopics  # noqa: E402
+from bigtopics.infer import InferSettings, infer  # noqa: E402
 from bigtopics.ingest import describe_store, ingest  # noqa: E402
 from bigtopics.outputs import UNFINISHED  # noqa: E402
 from bigtopics.store import Store, StoreError, StoreWriter, open_store  # noqa: E402

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..locations import is_url
 from ..model import MODEL_NAME, load_model
-from ..outputs import is_url
 from ..rundir import SETTINGS_NAME
 from ..store import StoreError, open_store
 from ..tokenizer import TokenizerSettings

@@ -33,8 +33,8 @@ from ..atomic import is_disk_full, no_space
 from ..input_formats import FormatOptions, InputError
 from ..kernels.tokens import count_rows
 from ..progress import Progress
-from ..readers import InputReader, Unit, parse_unit
 from ..tokenizer import Tokenizer, TokenizerSettings
+from .inputs import InputReader, Unit, parse_unit
 from .resume import crc32_file, write_manifest
 from .runs import FIELDS, write_run
 

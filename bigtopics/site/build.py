@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import clear_leftovers, publish_dir, temporary_sibling
+from ..doc_topics import DocTopics
 from ..escape import csv_text_field, script_json, spreadsheet_cell
 from ..evaluate import current_evaluation, evaluation_path
-from ..infer import DocTopics
 from ..model import alpha_attribute, load_model
 from ..options import check_integer
 from ..outputs import check_output

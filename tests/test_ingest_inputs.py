@@ -7,8 +7,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from bigtopics.listing import input_files
-from bigtopics.readers import FormatOptions, InputError, InputReader, Unit, format_of, open_decompressed, parse_unit
+from bigtopics.ingest.inputs import (
+    FormatOptions,
+    InputError,
+    InputReader,
+    Unit,
+    format_of,
+    open_decompressed,
+    parse_unit,
+)
+from bigtopics.ingest.listing import input_files
 
 LINES = b"".join(b'{"id": %d, "text": "line %d"}\n' % (i, i) for i in range(1, 2001))
 
