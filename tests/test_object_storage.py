@@ -27,7 +27,7 @@ from click.testing import CliRunner
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
 
-from s3server import KEY_ID, SECRET  # noqa: E402  # noqa: E402,F401 (the fixtures `s3` and `s3_server`)
+from s3server import KEY_ID, SECRET, s3_fixture, s3_server_fixture  # noqa: E402,F401 (fixtures `s3`, `s3_server`)
 
 from bigtopics.cli import main  # noqa: E402
 from bigtopics.doc_topics import DocTopics  # noqa: E402
