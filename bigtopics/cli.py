@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import signal
 import sys
@@ -85,6 +86,9 @@ def user_errors(fn):
     def wrapper(*args, debug=False, **kwargs):
         try:
             commands_take_interrupts()  # (until here, Ctrl-C ends the command quietly: startup.py)
+            # a client whose scheduler stopped answering logs that it gave up: a second line beside
+            # cluster.ClusterLost's one, which says it (muted here, in the command, not in a program using bigtopics)
+            logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
             return fn(*args, **kwargs)
         except KeyboardInterrupt as e:
             note = INTERRUPTED.get(fn.__name__, "nothing half-written is left behind")
@@ -380,6 +384,8 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
         if not store or not run_dir or "n_topics" not in given:
             raise click.UsageError("give STORE, -o RUN_DIR and -k TOPICS (or --resume RUN_DIR)")
         trainer = Trainer(store, run_dir, TrainSettings(**given), quiet=quiet, **options)
+    if not quiet and trainer.executor.where():
+        click.echo(f"training {trainer.executor.where()}", err=True)
     model_path = trainer.run(overwrite=overwrite)
     if trainer.already_finished:
         click.echo(f"{run_dir} has already finished ({trainer.state.docs_seen:,} documents seen); "

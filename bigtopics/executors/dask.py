@@ -98,6 +98,7 @@ class DaskExecutor(Executor):
         self.version = 0
         self.updates: deque = deque(maxlen=UPDATES_KEPT)
         self.n_workers, self.workers_asked = 0, -1e9
+        self.scattered_count = 0
 
     @classmethod
     def from_options(cls, store: Store, *, workers: int, window_blocks: int, cluster: str | None,
@@ -221,9 +222,9 @@ class DaskExecutor(Executor):
         start = time.monotonic()
         own = None
         if rows.own is not None:  # every shard takes the whole minibatch's out (topic totals)
-            own = scattered(self.client.scatter, rows.own, broadcast=True, direct=True, hash=False)
+            own = self._scatter_named(f"own-statistics-{rows.version}", rows.own)
             self.figures["bytes_sent"] += _nbytes(rows.own) * max(self._workers(), 1)
-        updates = [(version, scattered(sending.result)) for version, sending in self.updates]
+        updates = [(version, _only(scattered(sending.result))) for version, sending in self.updates]
         shards = list(zip(work.shards, work.batches))
         previous = (work.previous_topics if task.step.continues_chains and work.previous_topics is not None
                     else [None] * len(shards))
@@ -244,9 +245,7 @@ class DaskExecutor(Executor):
         if behind:  # workers without a current copy of the table: send them the whole table once
             holders = self.client.who_has([shards[i][1] for i in behind])
             workers = sorted({w for i in behind for w in holders.get(shards[i][1].key, ())})
-            # in a list: a dict would be scattered under its own keys ("indptr", ...), the same for every table
-            [state] = scattered(self.client.scatter, [rows.table.state()], workers=workers or None,
-                                 broadcast=True, direct=True, hash=False)
+            state = self._scatter_named(f"topic-word-table-{rows.version}", rows.table.state(), workers=workers or None)
             self.figures["tables_sent"] = self.figures.get("tables_sent", 0) + len(behind)
             for i, result in zip(behind, self._gather([submit(i, state) for i in behind])):
                 results[i] = result
@@ -262,17 +261,34 @@ class DaskExecutor(Executor):
         """The global step here, and its update sent to every worker's copy of the table."""
         table.update(stats.words, stats.topics, stats.values, rho, scale)
         self.version += 1
-        update = (stats.words, stats.topics, stats.values, rho, scale)
+        update = {self._key(f"topic-word-update-{self.version}"): (stats.words, stats.topics, stats.values, rho, scale)}
         # sent while the driver goes on (priors, checkpoints, the next plan); run() waits for it
-        sending = self.client.scatter(update, broadcast=True, direct=True, hash=False, asynchronous=True)
+        sending = self.client.scatter(update, broadcast=True, direct=True, asynchronous=True)
         self.updates.append((self.version, asyncio.run_coroutine_threadsafe(sending, self.client.loop.asyncio_loop)))
         self.figures["bytes_sent"] += _nbytes(stats) * max(self._workers(), 1)
+
+    def _key(self, name: str) -> str:
+        """A key of this run's own for scattered data: what the dashboard shows (Dask groups keys by
+        the name before the numbers), and never the key of another run's data on the same cluster."""
+        self.scattered_count += 1
+        return f"{name}-{self.scattered_count}-{self.session}"
+
+    def _scatter_named(self, name: str, data, workers=None):
+        """`data` scattered to every worker (or to `workers`) under a key of its own (_key)."""
+        return _only(scattered(self.client.scatter, {self._key(name): data}, workers=workers, broadcast=True,
+                               direct=True))
 
     def _gather(self, futures: list) -> list:
         start = time.monotonic()
         results = self.client.gather(futures)
         self.figures["wait_seconds"] += time.monotonic() - start
         return results
+
+    def where(self) -> str:
+        link = self.client.dashboard_link if self.client.scheduler_info().get("services", {}).get("dashboard") else ""
+        n = self._workers()
+        return (f"on the Dask cluster at {self.client.scheduler.address} ({n} worker{'s' if n != 1 else ''})"
+                + (f"; its dashboard: {link}" if link else ""))
 
     def metrics(self) -> dict:
         self.outstanding = [f for f in self.outstanding if not f.done()]
@@ -290,6 +306,12 @@ class DaskExecutor(Executor):
             self.client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _only(futures: dict):
+    """The one future of a scatter of a one-item dict."""
+    [future] = futures.values()
+    return future
 
 
 def _nbytes(stats: SparseStats) -> int:
