@@ -153,6 +153,23 @@ def _compute_on_worker(compute: Callable, data: tuple, rows, args: tuple):
 
 
 # -- sending data that has no task behind it -----------------------------------------------------
+def gathered(client, futures: list, watch: Callable[[], None], every: float) -> list:
+    """client.gather(futures), calling `watch` every `every` seconds while they are not done (it
+    raises to stop waiting: a worker that will never run them). A failed or cancelled future
+    ends the wait at once, and gather raises its error."""
+    from distributed import wait
+
+    while True:
+        try:
+            wait(futures, timeout=every)
+            break
+        except TimeoutError:
+            watch()
+        except Exception:  # (a failed or cancelled future) gather raises what retried() expects
+            break
+    return client.gather(futures)
+
+
 def scatter_until_sent(client, data):
     """client.scatter(data), tried again when it fails: a worker that died is listed by the
     scheduler until it notices, and a scatter to it fails once the connection times out."""

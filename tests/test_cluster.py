@@ -16,10 +16,12 @@ from click.testing import CliRunner
 
 distributed = pytest.importorskip("distributed")
 
+from dask import config as dask_config  # noqa: E402
 from dask.utils import key_split  # noqa: E402
 
 from bigtopics.cli import main  # noqa: E402
 from bigtopics.executors import DaskExecutor  # noqa: E402
+from bigtopics.executors.dask import copies_that_do_not_fit  # noqa: E402
 from bigtopics.settings import TrainSettings  # noqa: E402
 from bigtopics.store import open_store  # noqa: E402
 from bigtopics.trainer import Trainer  # noqa: E402
@@ -279,6 +281,35 @@ def test_an_unreachable_scheduler_is_one_line(store, tmp_path):
     assert result.stderr.strip().count("\n") == 0 and "error:" in result.stderr, result.stderr
     assert time.monotonic() - start < 60
     assert not Path(tmp_path / "r" / "model.zarr").exists()
+
+
+def test_a_worker_paused_below_its_copy_of_the_table_stops_the_run_in_one_line(store, tmp_path):
+    """A worker that Dask pauses (here at 10% of 1 GiB, below what Python and numba take) runs no
+    task: the run used to wait on it forever. It stops with one line and the resume command."""
+    memory = {"distributed.worker.memory.pause": 0.1, "distributed.worker.memory.target": False,
+              "distributed.worker.memory.spill": False, "distributed.worker.memory.terminate": False}
+    with dask_config.set(memory), distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                                           memory_limit="1GiB", dashboard_address=None) as cluster:
+        command = [sys.executable, "-m", "bigtopics.cli", "train", str(store), "-o", str(tmp_path / "r"), "-k", "3",
+                   "--max-docs", "600", "--scheduler", cluster.scheduler_address, "--quiet"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: worker tcp://127.0.0.1:") and "cannot hold its copy of the topic-word table" in line
+    assert "Dask pauses it at 10% of its memory limit of 1.0 GiB" in line, line
+    resume = f"resume with bigtopics train --resume {tmp_path / 'r'} --scheduler {cluster.scheduler_address}"
+    assert line.endswith(resume), line
+
+
+def test_what_a_worker_needs_for_its_copy_of_the_table():
+    gib = 1 << 30
+    workers = {"tcp://a:1": {"memory_limit": 4 * gib, "metrics": {"memory": 2 * gib}},
+               "tcp://b:1": {"memory_limit": 0, "metrics": {"memory": 10 * gib}}}
+    fits = copies_that_do_not_fit(workers, {"tcp://a:1": 0.8}, int(1.2 * gib))
+    assert fits == ""  # 2 + 1.2 = 3.2 GiB, Dask's pause at 80% of 4 GiB
+    refusal = copies_that_do_not_fit(workers, {"tcp://a:1": 0.8}, int(1.21 * gib))
+    assert refusal.startswith("worker tcp://a:1 cannot hold") and "3.2 GiB in all" in refusal, refusal
+    assert copies_that_do_not_fit(workers, {"tcp://a:1": False}, 100 * gib) == ""  # it never pauses
 
 
 def test_infer_on_a_running_cluster_gives_the_same_document_topics(store, client, tmp_path):

@@ -43,7 +43,8 @@ from typing import Iterator
 import numpy as np
 
 from ..assignments import SavedAssignments
-from ..cluster import RETRIES, connect, retried, scattered
+from ..cluster import RETRIES, ClusterLost, connect, gathered, retried, scattered
+from ..memory import format_bytes
 from ..plan import MinibatchPlan
 from ..stats import SparseStats, StepResult, merge_results
 from ..store import Store
@@ -52,6 +53,7 @@ from .base import Executor, StepTask
 
 READ_AHEAD = 2  # minibatches whose reading is submitted ahead of the one sampling
 UPDATES_KEPT = 4  # the last global steps a worker's copy of the table can catch up with
+WATCH_SECONDS = 10.0  # waiting on the workers, how often to check that none is paused for memory
 
 
 # -- the driver's side ---------------------------------------------------------------------------
@@ -98,6 +100,9 @@ class DaskExecutor(Executor):
         self.version = 0
         self.updates: deque = deque(maxlen=UPDATES_KEPT)
         self.n_workers, self.workers_asked = 0, -1e9
+        self.worker_info: dict = {}  # the scheduler's description of each worker
+        self.worker_pause: dict[str, float | bool] = {}  # the fraction of its limit at which Dask pauses it
+        self.copy_bytes = 0  # the size of a worker's copy of the table, as last seen
         self.scattered_count = 0
 
     @classmethod
@@ -117,9 +122,27 @@ class DaskExecutor(Executor):
     def _workers(self) -> int:
         """The cluster's workers now (asked of the scheduler at most once a second)."""
         if self.client.status == "running" and time.monotonic() - self.workers_asked > 1.0:
-            self.n_workers = len(self.client.scheduler_info().get("workers", {}))
+            self.worker_info = self.client.scheduler_info().get("workers", {})
+            self.n_workers = len(self.worker_info)
             self.workers_asked = time.monotonic()
+            if self.worker_info.keys() - self.worker_pause.keys():
+                self.worker_pause.update(retried(self.client, lambda: self.client.run(self.on_worker.pause_fraction)))
         return self.n_workers
+
+    def _watch_workers(self) -> None:
+        """(While waiting on the workers) ask the scheduler about them again, and stop if one cannot hold its copy."""
+        self.workers_asked = -1e9
+        self._check_copies_fit(self.copy_bytes)
+
+    def _check_copies_fit(self, copy_bytes: int) -> None:
+        """Refuse to go on (WorkersTooSmall) where a worker's copy of the table, of `copy_bytes`,
+        would bring it to the memory at which Dask pauses it: a paused worker runs no task, and
+        the run would wait on it forever."""
+        self.copy_bytes = copy_bytes
+        self._workers()
+        refusal = copies_that_do_not_fit(self.worker_info, self.worker_pause, copy_bytes)
+        if refusal:
+            raise WorkersTooSmall(refusal)
 
     def _submit_reads(self, plan: MinibatchPlan, task: StepTask) -> ClusterWork:
         work = ClusterWork(plan, self._shards(plan, task), [], [])
@@ -201,6 +224,7 @@ class DaskExecutor(Executor):
         return merge_results(self._retried(tally, work), saved.n_topics, self.words(work))
 
     def rows(self, work: ClusterWork, table: TopicWordTable, own: SparseStats | None = None, buffers=None):
+        self._check_copies_fit(table.nbytes())
         return ReplicaRows(table, self.version, own)
 
     def run(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
@@ -279,8 +303,9 @@ class DaskExecutor(Executor):
                                direct=True))
 
     def _gather(self, futures: list) -> list:
+        """The futures' results; a worker paused for lack of memory ends the wait (WorkersTooSmall)."""
         start = time.monotonic()
-        results = self.client.gather(futures)
+        results = gathered(self.client, futures, self._watch_workers, WATCH_SECONDS)
         self.figures["wait_seconds"] += time.monotonic() - start
         return results
 
@@ -306,6 +331,31 @@ class DaskExecutor(Executor):
             self.client.close()
         if cluster is not None:
             cluster.close()
+
+
+class WorkersTooSmall(ClusterLost):
+    """A worker's memory limit cannot hold its copy of the table (the run stops with its checkpoints)."""
+
+
+def copies_that_do_not_fit(workers: dict, pauses: dict, copy_bytes: int) -> str:
+    """Why the workers (the scheduler's `workers` description: memory_limit, 0 for none, and the
+    process's memory in use) cannot hold a copy of `copy_bytes` each, or "". A worker needs the
+    memory it uses now and one copy more: it builds its copy from the table's state sent whole,
+    and its pool grows by doubling, so for a moment it holds the copy twice. That must stay below
+    the fraction of its limit at which Dask pauses it (`pauses`; False: it never pauses)."""
+    for address, info in sorted(workers.items()):
+        limit, pause = info.get("memory_limit") or 0, pauses.get(address, 0.8)
+        if not limit or pause is False:
+            continue
+        used = info.get("metrics", {}).get("memory") or 0
+        needed, allowed = used + copy_bytes, pause * limit
+        if needed > allowed:
+            return (f"worker {address} cannot hold its copy of the topic-word table: it uses "
+                    f"{format_bytes(used)} and needs the copy's {format_bytes(copy_bytes)} more while the copy "
+                    f"is built or grows, {format_bytes(needed)} in all, and Dask pauses it at "
+                    f"{pause:.0%} of its memory limit of {format_bytes(limit)} ({format_bytes(allowed)}); give the "
+                    f"workers more memory (dask worker --memory-limit) or fewer topics, or train in process")
+    return ""
 
 
 def _only(futures: dict):
