@@ -78,6 +78,20 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def _interrupt_again_if_dropped(unraisable) -> None:
+    """sys.unraisablehook: Python prints and drops an exception raised in a callback from C, and
+    numba's compiler calls back into Python (through ctypes), so Ctrl-C or SIGTERM landing there
+    would be lost and the command would go on to exit 0. The signal is sent again a moment later,
+    when the program is back in its own code; other exceptions go to Python's hook."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+        return
+    signum = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT
+    again = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
+
+
 def user_errors(fn):
     """Report anticipated errors as `error: ...` on stderr: exit status 2 for a usage error, 1 for
     a failure at run time, 130 after Ctrl-C, 143 after SIGTERM; with --debug, the traceback too."""
@@ -119,6 +133,7 @@ def main():
     warnings.formatwarning = _plain_warning
     if threading.current_thread() is threading.main_thread():  # (signal handlers are set there only)
         signal.signal(signal.SIGTERM, _terminate)
+        sys.unraisablehook = _interrupt_again_if_dropped
 
 
 # -- ingest and info ------------------------------------------------------------------------
