@@ -147,11 +147,11 @@ def test_words_out_of_order_are_left_to_the_serial_kernel(threads):
         assert_identical(table, before)
 
 
-def test_table_updates_on_two_threads_equal_one_thread_bit_for_bit(threads, monkeypatch):
+def test_table_updates_on_two_threads_equal_one_thread_bit_for_bit(threads, monkeypatch, tmp_path):
     """Whole training-like sequences through TopicWordTable.update: the first step and a later one
     with rho = 1 (clears), resets that drop entries, a pool that starts tiny and must grow (the
     update then falls back to add_scaled, which compacts or grows and carries on): the table on
-    two threads stays identical to the table on one after every step."""
+    two threads, memory-mapped, stays identical to the table on one after every step."""
     monkeypatch.setattr(topic_word, "PARALLEL_MIN_ENTRIES", 0)
     outcomes = []
 
@@ -162,7 +162,7 @@ def test_table_updates_on_two_threads_equal_one_thread_bit_for_bit(threads, monk
 
     monkeypatch.setattr(topic_word, "add_parallel", recorded)
     rng = np.random.default_rng(11)
-    one, two = (TopicWordTable(K, V, initial_capacity=4) for _ in range(2))
+    one, two = TopicWordTable(K, V, initial_capacity=4), TopicWordTable(K, V, tmp_path, initial_capacity=4)
     for table in (one, two):
         table.reset_below, table.drop_below = 0.2, 0.3
     for t in range(30):

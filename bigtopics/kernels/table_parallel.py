@@ -23,9 +23,9 @@ and only two things tie the parts together: where in the pool each relocated seg
      add_scaled does, the others in scratch;
   3. part p's relocations are the serial loop's relocations between those of parts p - 1 and
      p + 1, so its scratch region, copied to pool_used + (the slots parts 0..p-1 used), lands
-     where the serial loop writes it; rows are re-pointed there. Values are copied for occupied
-     slots only: a free slot's value is whatever the pool held there before, as in the serial
-     loop;
+     where the serial loop writes it (the copying is shared evenly by the threads); rows are
+     re-pointed there. Values are copied for occupied slots only: a free slot's value is
+     whatever the pool held there before, as in the serial loop;
   4. topic_sums[topics[i]] += coef * values[i] over i in array order, on one thread (part 0's,
      while the others copy): the same additions in the same order as add_scaled.
 
@@ -212,29 +212,37 @@ def add_parallel(words, topics, values, coef, row_start, row_capacity, row_size,
     if bounds[0] < 0:
         return NOT_GROUPED, pool_used, 0
 
-    need = np.zeros(n_parts, np.int64)
-    seen = np.zeros((n_parts, topic_sums.shape[0]), np.bool_)
+    # Arrays are made with np.empty and filled by loops: numba would run np.zeros or a sum as a
+    # parallel loop of its own, and each costs a wake-up of the threads.
+    need = np.empty(n_parts, np.int64)
+    seen = np.empty((n_parts, topic_sums.shape[0]), np.bool_)
     for attempt in range(2):
         exact = attempt == 1
         for part in prange(n_parts):
+            if exact:
+                seen[part, :] = False
             need[part] = _part_need(words, topics, values, bounds[part], bounds[part + 1], exact, row_start,
                                     row_capacity, row_size, pool_topics, seen[part], min_capacity)
-        if pool_used + need.sum() <= pool_topics.shape[0]:
+        total_need = 0
+        for part in range(n_parts):
+            total_need += need[part]
+        if pool_used + total_need <= pool_topics.shape[0]:
             break
         if exact:
             return NO_ROOM, pool_used, 0
 
     # part 0's segments go straight to the pool at pool_used, where add_scaled puts them; the
     # other parts' to scratch regions, as many slots as they might need
-    scratch_start = np.zeros(n_parts + 1, np.int64)
+    scratch_start = np.empty(n_parts + 1, np.int64)
+    scratch_start[0] = scratch_start[1] = 0
     for part in range(1, n_parts):
         scratch_start[part + 1] = scratch_start[part] + need[part]
     scratch_topics = np.empty(scratch_start[n_parts], pool_topics.dtype)
     scratch_values = np.empty(scratch_start[n_parts], pool_values.dtype)
     moved = np.empty(n, np.int64)
-    used = np.zeros(n_parts, np.int64)
-    inserted = np.zeros(n_parts, np.int64)
-    n_moved = np.zeros(n_parts, np.int64)
+    used = np.empty(n_parts, np.int64)
+    inserted = np.empty(n_parts, np.int64)
+    n_moved = np.empty(n_parts, np.int64)
     for part in prange(n_parts):
         if part == 0:
             part_used, part_inserted, part_moved = _apply_part(
@@ -248,17 +256,42 @@ def add_parallel(words, topics, values, coef, row_start, row_capacity, row_size,
         inserted[part] = part_inserted
         n_moved[part] = part_moved
 
+    # the used slots of the scratch regions, part p's at [copied[p], copied[p + 1]) of one run,
+    # are copied in n_parts even pieces of that run
     destination = np.empty(n_parts, np.int64)
+    copied = np.empty(n_parts + 1, np.int64)
+    copied[0] = 0
+    n_inserted = 0
     for part in range(n_parts):
         destination[part] = pool_used
         pool_used += used[part]
-    for part in prange(n_parts):
-        if part == 0:  # its segments are in place: it takes the topic totals meanwhile
+        copied[part + 1] = copied[part] + (used[part] if part > 0 else 0)
+        n_inserted += inserted[part]
+    to_copy = copied[n_parts]
+    for piece in prange(n_parts):
+        lo, hi = to_copy * piece // n_parts, to_copy * (piece + 1) // n_parts
+        for part in range(1, n_parts):
+            first, last = max(lo, copied[part]), min(hi, copied[part + 1])
+            if first < last:
+                _copy_segments(scratch_topics, scratch_values, scratch_start[part] + first - copied[part],
+                               pool_topics, pool_values, destination[part] + first - copied[part], last - first)
+        if piece == 0:  # the topic totals meanwhile
             _add_topic_sums(topics, values, coef, topic_sums)
-        else:
-            _place_part(scratch_topics, scratch_values, scratch_start[part], used[part], destination[part],
-                        moved[bounds[part]:bounds[part] + n_moved[part]], row_start, pool_topics, pool_values)
-    return APPLIED, pool_used, inserted.sum()
+        else:  # part `piece`'s moved rows, to where its segments now are
+            for j in range(bounds[piece], bounds[piece] + n_moved[piece]):
+                row_start[moved[j]] += destination[piece] - scratch_start[piece]
+    return APPLIED, pool_used, n_inserted
+
+
+@njit(cache=True)
+def _copy_segments(scratch_topics, scratch_values, start, pool_topics, pool_values, destination, length):
+    """Copy `length` slots of segments from the scratch to the pool: topics, and the values of
+    occupied slots (a free slot keeps the pool's value, as add_scaled leaves it)."""
+    for offset in range(length):
+        topic = scratch_topics[start + offset]
+        pool_topics[destination + offset] = topic
+        if topic != EMPTY:
+            pool_values[destination + offset] = scratch_values[start + offset]
 
 
 @njit(cache=True)
@@ -267,17 +300,3 @@ def _add_topic_sums(topics, values, coef, topic_sums):
     for i in range(topics.shape[0]):
         if values[i] != 0.0:
             topic_sums[topics[i]] += coef * values[i]
-
-
-@njit(cache=True)
-def _place_part(scratch_topics, scratch_values, start, length, destination, moved_words, row_start,
-                pool_topics, pool_values):
-    """Copy a part's scratch segments to the pool at `destination` (values of occupied slots
-    only) and point its moved rows there."""
-    for offset in range(length):
-        topic = scratch_topics[start + offset]
-        pool_topics[destination + offset] = topic
-        if topic != EMPTY:
-            pool_values[destination + offset] = scratch_values[start + offset]
-    for word in moved_words:
-        row_start[word] += destination - start
