@@ -236,8 +236,8 @@ def main() -> None:
     from machine_scaling import describe_efficiency, efficiency_by_work
     from peers import ensure_store
 
+    from bigtopics.cores import thread_count
     from bigtopics.store import open_store
-    from bigtopics.workers import thread_count
 
     options = parse_options(args.option)
     cache = Path(args.cache)
@@ -291,7 +291,8 @@ def main() -> None:
                 r = best(store, k, workers)
                 print(f"| {Path(store).name} ({d['sections']:,} sections, {d['tokens_per_section']:.0f} tokens "
                       f"each) | {k} | {workers} | {r['tokens_per_s']:,.0f} | {r['s_per_10k_docs']:.2f} | "
-                      f"{r['cpu_seconds'] / r['wall_seconds']:.2f} | {r['peak_rss_mib']:.0f} MiB | {r['heldout_loglik']:.4f} | {r['ns_per_draw']:.0f} "
+                      f"{r['cpu_seconds'] / r['wall_seconds']:.2f} | {r['peak_rss_mib']:.0f} MiB | "
+                      f"{r['heldout_loglik']:.4f} | {r['ns_per_draw']:.0f} "
                       f"({r['thread_ns_per_draw']:.0f}) | {r['topics_per_section']:.1f} | "
                       f"{r['entries_per_row_token_weighted']:.0f} | {r['table_entries']:,} | "
                       f"{r['compile_seconds']:.1f} s |")

@@ -46,10 +46,10 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bigtopics-bench" / "export")
     args = parser.parse_args()
     from bigtopics.diagnostics import top_word_ids
+    from bigtopics.doc_topics import DocTopics
     from bigtopics.export import WRITERS, ExportOptions
     from bigtopics.export.base import ExportContext
     from bigtopics.export.state import has_assignments
-    from bigtopics.infer import DocTopics
     from bigtopics.model import load_model
     from bigtopics.store import open_store
 

@@ -120,8 +120,8 @@ def run_gensim(path: Path, workers: int) -> dict:
 
 
 def run_listing(path: Path, workers: int) -> dict:
+    from bigtopics.ingest.inputs import InputReader
     from bigtopics.input_formats import FormatOptions
-    from bigtopics.readers import InputReader
 
     reader = InputReader([path], FormatOptions(), unit_bytes=1 << 20)
     return {"files": reader.n_files, "bytes": reader.total_bytes}
@@ -187,7 +187,8 @@ RUNNERS = {"bigtopics": run_bigtopics, "sklearn": run_sklearn, "gensim": run_gen
 
 def measure(name: str, path: Path, workers: int) -> dict:
     """Run one contender in a fresh process; its wall time and peak RSS (children included)."""
-    out = subprocess.run([sys.executable, __file__, "--run-one", name, "--corpus", str(path), "--workers", str(workers)],
+    out = subprocess.run([sys.executable, __file__, "--run-one", name, "--corpus", str(path),
+                          "--workers", str(workers)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -260,7 +261,8 @@ def main() -> None:
                   f"{r['peak_rss'] / 2**20:7.0f}MB {r['docs']:8,} {r['words']:7,}")
         if peers:
             fastest = min(peers, key=lambda p: results[p]["seconds"])
-            print(f"bigtopics is {results[fastest]['seconds'] / results['bigtopics']['seconds']:.2f}x the faster peer ({fastest})")
+            print(f"bigtopics is {results[fastest]['seconds'] / results['bigtopics']['seconds']:.2f}x "
+                  f"the faster peer ({fastest})")
     if args.replicate > 1:
         with tempfile.TemporaryDirectory() as tmp:
             big = replicated(corpora[-1], args.replicate, Path(tmp))

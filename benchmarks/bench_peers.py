@@ -18,15 +18,16 @@ Systems (the peers are the `bench` extra: pip install -e .[bench]):
 alpha = --alpha (default 5/K, bigtopics' and MALLET's default) for every system; eta is each library's
 default (printed).
 
-Every (system, K) trains in its own subprocess, pass by pass, until --max-passes or until the
-next pass would end past --max-train-seconds (so every curve covers about the same time). After each scheduled pass its p(w | k) is written
-outside the timed region; afterwards every snapshot is scored: held-out log-likelihood per token
-(left-to-right, the same alpha, particles and seed for all) on the held-out documents, and mean
-UMass coherence of the top 10 words on the training store. Memory is the peak of the summed PSS
-of the child's process tree (gensim's and scikit-learn's worker processes count), polled every
-0.2 s, while the system prepares and trains: the harness's own snapshot conversion (a dense K x V
-p(w | k)) is reported apart, as no user's run makes one. A child loads only numpy and its own
-library (benchmarks/systems.py): a peer's memory is what its users would see.
+Every (system, K) trains in its own subprocess, pass by pass, until --max-passes or until the next
+pass would end past --max-train-seconds (so every curve covers about the same time). After each
+scheduled pass its p(w | k) is written outside the timed region; afterwards every snapshot is
+scored: held-out log-likelihood per token (left-to-right, the same alpha, particles and seed for
+all) on the held-out documents, and mean UMass coherence of the top 10 words on the training
+store. Memory is the peak of the summed PSS of the child's process tree (gensim's and
+scikit-learn's worker processes count), polled every 0.2 s, while the system prepares and trains:
+the harness's own snapshot conversion (a dense K x V p(w | k)) is reported apart, as no user's run
+makes one. A child loads only numpy and its own library (benchmarks/systems.py): a peer's memory
+is what its users would see.
 
 Two comparisons per K: equal passes (--passes) and time to quality (the cumulative training time
 at which a system's snapshot first reaches the best peer's final score, or --target; and every
@@ -324,7 +325,8 @@ def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], di
             ratio = f"{r['seconds'] / b['seconds']:13.2f}x" if b else f"{'-':>14s}"
             diff = f"{r['heldout_loglik'] - b['heldout_loglik']:+12.3f}" if b else f"{'-':>12s}"
             lines.append(f"{name:9s} {p:4d} {r['seconds']:8.1f} {n_tokens * p / r['seconds'] / 1e6:7.2f} "
-                         f"{mib(run['peak_train_mem_mib']):>8s} {r['heldout_loglik']:8.3f} {r['coherence']:7.1f} {ratio} {diff}")
+                         f"{mib(run['peak_train_mem_mib']):>8s} {r['heldout_loglik']:8.3f} {r['coherence']:7.1f} "
+                         f"{ratio} {diff}")
             summary["equal_passes"].append({"system": name, "pass": p, "seconds": r["seconds"],
                                             "tokens_per_s": n_tokens * p / r["seconds"],
                                             "peak_train_mem_mib": run["peak_train_mem_mib"],
@@ -351,7 +353,8 @@ def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], di
         cells = []
         for label, target in targets:
             r = first_reaching(run, target)
-            cells.append(f"{(format(r['seconds'], '.1f') + ' s (pass ' + str(r['pass']) + ')') if r else 'not reached':>30s}")
+            cell = (format(r['seconds'], '.1f') + ' s (pass ' + str(r['pass']) + ')') if r else 'not reached'
+            cells.append(f"{cell:>30s}")
             summary["time_to_quality"].setdefault(label, {})[name] = r and r["seconds"]
         line = (f"{name:9s} {len(run['passes']):6d} {f['heldout_loglik'] if f else float('nan'):7.3f} "
                 + " ".join(cells))
@@ -363,7 +366,8 @@ def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], di
     lines += ["", "Curves (pass: cumulative seconds, held-out log-likelihood per token, coherence)"]
     for name, run in by.items():
         lines.append(f"  {name:9s} " + "  ".join(f"{r['pass']}: {r['seconds']:.1f}s {r['heldout_loglik']:.3f} "
-                                                 f"{r['coherence']:.0f}" for r in run["passes"] if "heldout_loglik" in r))
+                                                 f"{r['coherence']:.0f}"
+                                                 for r in run["passes"] if "heldout_loglik" in r))
     lines += ["", "Settings used"]
     for name, run in by.items():
         lines.append(f"  {name:9s} {run.get('version', '?')}: prepare {run.get('prepare_s', float('nan')):.1f} s; "
@@ -435,7 +439,8 @@ def main() -> None:
     try:
         for k in ks:
             for system in chosen:
-                spec = {"system": system, "store": str(train_store), "corpus": str(corpus), "work": str(work / f"{system}-k{k}"), "k": k,
+                spec = {"system": system, "store": str(train_store), "corpus": str(corpus),
+                        "work": str(work / f"{system}-k{k}"), "k": k,
                         "alpha": alpha_for(k, args), "seed": args.seed, "batch_size": args.batch_size, "workers": cores,
                         "options": options if system == "bigtopics" else {}, "max_passes": max_passes,
                         "snapshot_passes": snapshot_schedule(args.passes, max_passes),
@@ -477,7 +482,8 @@ def main() -> None:
         f"tokens scored ({unseen:,} tokens of words unseen in training dropped)",
         "a pass: bigtopics one epoch (every document sampled burnin + samples sweeps, then a global step per "
         "minibatch); tomotopy one Gibbs sweep; gensim and scikit-learn one online-VB pass",
-        f"evaluator: left-to-right, {args.particles} particles, no resampling, alpha {args.alpha or '5/K'}, seed {args.seed}; "
+        f"evaluator: left-to-right, {args.particles} particles, no resampling, alpha {args.alpha or '5/K'}, "
+        f"seed {args.seed}; "
         "UMass coherence of the top 10 words on the training store; memory = peak summed PSS of the process tree "
         "while preparing and training (the harness's snapshot conversion apart)",
     ]

@@ -53,12 +53,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 import peers
 from systems import compile_kernels, read_peer_corpus
 
+from bigtopics.cores import thread_count
 from bigtopics.diagnostics import umass_coherence
 from bigtopics.heldout import heldout_loglik
 from bigtopics.settings import TrainSettings
 from bigtopics.store import open_store
 from bigtopics.trainer import Trainer
-from bigtopics.workers import thread_count
 
 REUTERS = Path("/work/shared/corpora/reuters21578/docs.jsonl.gz")
 SYSTEMS = ("bigtopics", "bigtopics-fixed", "bigtopics-learned", "tomotopy", "tomotopy-fixed")

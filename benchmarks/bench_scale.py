@@ -129,7 +129,8 @@ def report(r: dict) -> None:
     c, t, m = r["corpus"], r["train"], r["memory"]
     print(f"\n{r['date']}, {r['machine']}")
     print(f"corpus    {c['docs']:,} documents, {c['tokens']:,} tokens, V={c['vocab']:,}, {c['nnz']:,} entries; "
-          f"store {c['store_bytes'] / gib:.2f} GiB (CSR in memory would be {c['uncompressed_csr_bytes'] / gib:.2f} GiB)")
+          f"store {c['store_bytes'] / gib:.2f} GiB "
+          f"(CSR in memory would be {c['uncompressed_csr_bytes'] / gib:.2f} GiB)")
     print(f"train     K={t['k']}: {t['docs']:,} documents in {t['seconds'] / 3600:.2f} h = {t['tokens_per_s']:,.0f} "
           f"tokens/s; table {t['table_entries']:,} entries, {t['table_resets']} resets, "
           f"mass dropped {t['mass_dropped']:.4g}; held-out {t['heldout_loglik']}")

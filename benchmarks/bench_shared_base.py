@@ -167,14 +167,21 @@ def main() -> None:
             if name == "bigtopics":
                 system = BigtopicsSystem(train_store, None, Path(tmp), args.topics, alpha, args.seed, None, 0, options)
                 batches = (w for e in itertools.count() for w in system.trainer.minibatches(e))
-                advance = lambda s=system, b=batches: s.trainer.step(next(b))
-                passes = lambda s=system: s.trainer.state.docs_seen / train.n_docs
+
+                def advance(s=system, b=batches):
+                    return s.trainer.step(next(b))
+
+                def passes(s=system):
+                    return s.trainer.state.docs_seen / train.n_docs
+
                 print(f"bigtopics {json.dumps({k: v for k, v in system.settings.items() if k != 'warmup_s'})}")
             elif name == "tomotopy":
                 system = TomotopySystem(train_store, peer_corpus(train_store), None, args.topics, alpha, args.seed,
                                         None, 0, {"eta": args.tomotopy_eta} if args.tomotopy_eta else {})
                 advance = system.train_pass
-                passes = lambda s=system: s.model.global_step
+
+                def passes(s=system):
+                    return s.model.global_step
             else:
                 raise SystemExit(f"unknown system {name!r}: bigtopics or tomotopy")
             curves[name] = run_system(name, system, advance, marks, evaluate, passes, bool(args.passes))

@@ -121,9 +121,11 @@ def main() -> None:
 
         words, topics, values = random_pairs(rng)
         new = table.n_entries
-        timed("update, 1M random pairs (mostly new)", len(words), lambda: table.update(words, topics, values, 0.01, 10.0))
+        timed("update, 1M random pairs (mostly new)", len(words),
+              lambda: table.update(words, topics, values, 0.01, 10.0))
         print(f"  ({table.n_entries - new:,} of them were new entries)")
-        timed("update, the same 1M pairs again (existing)", len(words), lambda: table.update(words, topics, values, 0.01, 10.0))
+        timed("update, the same 1M pairs again (existing)", len(words),
+              lambda: table.update(words, topics, values, 0.01, 10.0))
 
         batch_words = np.sort(rng.choice(V, size=20_000, replace=False))
         in_rows = int(table.rows(batch_words)[0][-1])

@@ -27,7 +27,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from bigtopics.workers import thread_count
+from bigtopics.cores import thread_count
 
 MEMORY_BYTES = 256 * 2**20
 CACHE_BYTES = 256 * 2**10  # a power of two: the reads index it by a mask

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 from zarr.storage import WrapperStore
 
-from .outputs import StoreError
+from .locations import StoreError
 
 # A chunk's key under zarr v3's default encoding: <array>/c/<i>[/<j>...] ("c" alone for 0-d arrays).
 CHUNK_KEY = re.compile(r"(?:^|/)c(?:/\d+)*$")

@@ -38,7 +38,7 @@ class StoreLocation(click.ParamType):
     name = "path or URL"
 
     def convert(self, value, param, ctx):
-        from .outputs import is_url
+        from .locations import is_url
 
         if is_url(value):
             return value
@@ -134,14 +134,17 @@ def main():
 @click.option("--stoplist", default="en", show_default=True, help="'en', 'none', or a file with one word per line.")
 @click.option("--keep-case", is_flag=True, help="Do not lowercase.")
 @click.option("--min-df", type=int, default=2, show_default=True, help="Drop words in fewer documents.")
-@click.option("--max-df", type=float, default=0.5, show_default=True, help="Drop words in more than this fraction of documents.")
-@click.option("--max-vocab", type=int, default=1 << 16, show_default=True, help="Keep the N most frequent words (0: all).")
+@click.option("--max-df", type=float, default=0.5, show_default=True,
+              help="Drop words in more than this fraction of documents.")
+@click.option("--max-vocab", type=int, default=1 << 16, show_default=True,
+              help="Keep the N most frequent words (0: all).")
 @click.option("--vocabulary", "vocabulary_from", type=click.Path(exists=True, file_okay=False),
               help="Use the vocabulary (same word ids) of this store, run directory or model.zarr, e.g. to infer "
                    "new text with a trained model: other words are dropped, no pruning; the tokenizer options "
                    "default to the ones it records.")
 @click.option("--skip-bad", is_flag=True,
-              help="Skip (count and name) malformed lines, and files or folders that cannot be read whole, instead of stopping.")
+              help="Skip (count and name) malformed lines, and files or folders that cannot be read whole, "
+                   "instead of stopping.")
 @click.option("--workers", type=int, default=0, help="Tokenizing processes (default: all cores).")
 @click.option("--memory-limit", default=None,
               help="Memory for the vocabularies and buffers of all processes, e.g. 800M or 1.5G (default: a "
@@ -150,9 +153,9 @@ def main():
 @click.option("--quiet", is_flag=True, help="No progress output and no summary.")
 @storage_options_option
 @user_errors
-def ingest(inputs, output, files_from, fmt, text_field, id_field, bow_field, section_tokens, min_length, token_pattern, stoplist,
-           keep_case, min_df, max_df, max_vocab, vocabulary_from, skip_bad, workers, memory_limit, overwrite, quiet,
-           storage_options):
+def ingest(inputs, output, files_from, fmt, text_field, id_field, bow_field, section_tokens, min_length, token_pattern,
+           stoplist, keep_case, min_df, max_df, max_vocab, vocabulary_from, skip_bad, workers, memory_limit, overwrite,
+           quiet, storage_options):
     """Tokenize text files or directories INPUTS into a store for training (or, with
     --vocabulary, for inference with a model trained on another store)."""
     from dataclasses import replace
@@ -198,7 +201,8 @@ def ingest(inputs, output, files_from, fmt, text_field, id_field, bow_field, sec
 
 @main.command()
 @click.argument("path", type=STORE)
-@click.option("-n", "--top", "n_top", type=click.IntRange(min=1), default=30, show_default=True, help="Top words to list (stores).")
+@click.option("-n", "--top", "n_top", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Top words to list (stores).")
 @storage_options_option
 @user_errors
 def info(path, n_top, storage_options):
@@ -314,7 +318,8 @@ def local_step_options(fn):
                    "the learned alpha as it is.  [default: 1% of the documents not held out, at least 20 and at "
                    "most 1000; none from fewer than 1000 or without a learned alpha]")
 @click.option("--local-step", type=click.Choice(list(LOCAL_STEPS)),
-              help="Per-document inference: " + "; ".join(f"{name}: {step.summary}" for name, step in LOCAL_STEPS.items())
+              help="Per-document inference: "
+                   + "; ".join(f"{name}: {step.summary}" for name, step in LOCAL_STEPS.items())
                    + ".  [default: gibbs]")
 @click.option("--kappa", type=float, help="Learning-rate decay, rho_t = (tau0 + t)^-kappa.  [default: 0.51]")
 @click.option("--tau0", type=float, help="Learning-rate offset.  [default: 1]")
@@ -324,7 +329,8 @@ def local_step_options(fn):
                    "model's settings for vb, lsparse and scvb0, whose float sums depend on the grouping (gibbs "
                    "gives the same model for any value).  [default: 0, one shard per minibatch]")
 @click.option("--drop-below", type=float,
-              help="At a table reset, drop entries with N[k,w] below this; the mass dropped is logged.  [default: 0.01]")
+              help="At a table reset, drop entries with N[k,w] below this; the mass dropped is logged.  "
+                   "[default: 0.01]")
 @click.option("--reset-below", type=float,
               help="Rescale the table (and drop small entries) when pi_t falls below this.  [default: 1e-4]")
 @click.option("--seed", "--random-seed", "seed", type=int, help="Fixes every random choice.  [default: 0]")
@@ -390,7 +396,8 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
 
 @main.command()
 @click.argument("run", type=click.Path(exists=True))
-@click.option("-n", "--words", "n_words", type=click.IntRange(min=1), default=10, show_default=True, help="Words per topic.")
+@click.option("-n", "--words", "n_words", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Words per topic.")
 @click.option("--sort", type=click.Choice(["id", "size", "alpha"]), default="id", show_default=True,
               help="List topics by number, by size (tokens), or by alpha_k (learned with train --optimize-alpha; "
                    "then alpha_k is shown before the share, as MALLET's topic keys show it).")
@@ -421,7 +428,8 @@ def topics(run, n_words, sort):
 @click.option("--method", "methods", type=click.Choice(["left-to-right", "completion"]), multiple=True,
               help="Held-out method (repeatable; default: both).")
 @click.option("--particles", type=int, default=10, show_default=True, help="Left-to-right particles.")
-@click.option("--no-resample", is_flag=True, help="Left-to-right without resampling (linear, not quadratic, in length).")
+@click.option("--no-resample", is_flag=True,
+              help="Left-to-right without resampling (linear, not quadratic, in length).")
 @click.option("--doc-topics", type=STORE,
               help="Output of `bigtopics infer` for the document shares (else a sample is inferred).")
 @click.option("--top-words", type=int, default=10, show_default=True, help="Top words for coherence (2 to 1000).")
@@ -434,7 +442,8 @@ def topics(run, n_words, sort):
 @click.option("--overwrite", is_flag=True, help="Replace an existing file that is not an earlier evaluation.")
 @click.option("--seed", "--random-seed", "seed", type=int, default=0, show_default=True, help="In [0, 2**63).")
 @click.option("--workers", "--num-threads", "workers", type=int, default=0, help="Threads (default: all cores).")
-@click.option("--cluster", help="Infer the sampled and held-out documents on a Dask LocalCluster started here: local:N.")
+@click.option("--cluster",
+              help="Infer the sampled and held-out documents on a Dask LocalCluster started here: local:N.")
 @click.option("--scheduler", help="Infer them on a running Dask cluster: the scheduler's address.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @storage_options_option

@@ -25,8 +25,8 @@ from concurrent.futures import CancelledError
 from contextlib import contextmanager, suppress
 from typing import Callable, Iterator
 
+from .cores import use_threads
 from .options import OptionError
-from .workers import use_threads
 
 RETRIES = 3
 SCHEDULER_PATIENCE = 60.0  # seconds a scheduler may take to answer again (Dask's client reconnects for 10-30 s)

@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 
-from .infer import DocTopics, InferSettings, check_vocabulary, infer_block, infer_parts
+from .doc_topics import DocTopics
+from .infer import InferSettings, check_vocabulary, infer_block, infer_parts
 from .kernels.evaluate import count_cooccurrences
 from .model import Model
 from .progress import Progress

@@ -16,16 +16,16 @@ import numpy as np
 
 from .atomic import atomic_write_bytes
 from .cluster import connected
+from .cores import use_threads
 from .diagnostics import topic_diagnostics
+from .doc_topics import DocTopics
 from .heldout import METHODS, heldout_documents, heldout_scores
-from .infer import DocTopics
+from .locations import canonical_location, is_url
 from .model import Model, alpha_attribute, load_model
 from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
-from .outputs import canonical_location, is_url
 from .places import check_output_file, output_kind
 from .rundir import SETTINGS_NAME
 from .store import open_store
-from .workers import use_threads
 
 EVALUATION_NAME = "evaluation.json"
 EVALUATION_FORMAT_VERSION = 1
@@ -77,7 +77,7 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
              cluster: str | None = None, scheduler: str | None = None) -> dict:
     """Diagnostics (and held-out scores with a held-out store) of a run; written as JSON to
     `output` (default <run>/evaluation.json). The stores and doc_topics may be local paths or URLs
-    (`storage_options` for them, bigtopics/outputs.py); the output is a local file, which replaces
+    (`storage_options` for them, bigtopics/locations.py); the output is a local file, which replaces
     an earlier evaluation but any other existing file only with `overwrite` (and never a file
     inside a store or model, nor a run's own files). With `cluster` ("local:N") or `scheduler`
     (an address) the inference of the sampled documents and of the held-out ones runs on a Dask

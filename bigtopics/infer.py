@@ -30,11 +30,11 @@ part of documents (two while the next is read ahead) plus the model's rows, what
 of documents.
 
 The store and the output may be URLs (s3://bucket/prefix/doc_topics.zarr, any fsspec
-filesystem; bigtopics/outputs.py). The parts always stay on the local disk, where their atomic
+filesystem; bigtopics/locations.py). The parts always stay on the local disk, where their atomic
 renames work: for an output at a URL they go next to the model, in
 `<run>/.infer-<name>-<hash of the URL>.parts/`, so the run directory must be writable. The output
-at a URL is written in place at the end, its attributes last; `DocTopics` refuses it until then,
-and a rerun after an interruption replaces it.
+at a URL is written in place at the end, its attributes last; `doc_topics.DocTopics` refuses
+it until then, and a rerun after an interruption replaces it.
 """
 
 from __future__ import annotations
@@ -49,17 +49,18 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import zarr
 
 from .atomic import atomic_write_bytes
-from .checked import CheckedChunks, check_ids, check_offsets
 from .cluster import connected, map_parts
+from .cores import use_threads
+from .doc_topics import DOC_TOPICS_FORMAT_VERSION, NORMALISATION, create_arrays
 from .frozen import frozen_point_estimates
 from .local_steps.gibbs import gibbs_sample
+from .locations import Location, locate
 from .minibatch import Minibatch
 from .model import Model, ModelRows, alpha_attribute, load_model
 from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
-from .outputs import Location, NewGroup, OutputLock, check_output, is_url, locate
+from .outputs import NewGroup, OutputLock, check_output
 from .progress import Progress
 from .reader import block_minibatch, read_ahead
 from .stopping import InterruptsThatStick
@@ -68,22 +69,13 @@ from .store import (
     CSRBlock,
     Store,
     StoreError,
-    check_format,
-    default_compressors,
     index_dtype_for,
     open_store,
 )
-from .workers import use_threads
 
-DOC_TOPICS_FORMAT_VERSION = 1
 # The "epoch" of inference streams: disjoint from training's epochs 0, 1, 2, ...
 INFER_STREAM = 0x1F0000
 PART_TOKENS = 1 << 23
-DOCS_PER_CHUNK = 1 << 16
-# each array's dimension (Zarr v3 dimension_names), so that xarray.open_zarr opens the group
-DIMENSIONS = {"indptr": "doc_bound", "indices": "entry", "data": "entry", "doc_lengths": "doc"}
-NORMALISATION = ("theta[d,k] = (alpha_k + n_dk) / (N_d + sum_k alpha_k), n_dk averaged over saved sweeps; "
-                 "topics with n_dk = 0 or theta < threshold are left out and rows are not renormalised")
 
 
 @dataclass
@@ -331,16 +323,7 @@ def _assemble(parts: Path, starts: list[int], output: Location, model: Model, st
 
 
 def _write_parts(group, parts: Path, starts: list[int], sizes: list[int], nnz: int, model: Model, store: Store) -> None:
-    topic_dtype = index_dtype_for(model.n_topics)
-
-    def create(name, length, dtype, chunk):
-        return group.create_array(name, shape=(length,), chunks=(max(1, min(chunk, length)),), dtype=dtype,
-                                  compressors=default_compressors(dtype), dimension_names=(DIMENSIONS[name],))
-
-    indptr = create("indptr", store.n_docs + 1, np.int64, DOCS_PER_CHUNK)
-    indices = create("indices", nnz, topic_dtype, 1 << 20)
-    data = create("data", nnz, np.float32, 1 << 20)
-    lengths = create("doc_lengths", store.n_docs, np.int64, DOCS_PER_CHUNK)
+    indptr, indices, data, lengths = create_arrays(group, store.n_docs, nnz, model.n_topics)
     indptr[0:1] = np.zeros(1, np.int64)
     offset = 0
     for s, size in zip(starts, sizes):
@@ -352,76 +335,3 @@ def _write_parts(group, parts: Path, starts: list[int], sizes: list[int], nnz: i
                 indices[offset : offset + size] = part["indices"]
                 data[offset : offset + size] = part["data"]
         offset += size
-
-
-class DocTopics:
-    """A doc_topics.zarr written by `infer`, read block by block: from a local path (`path`), a
-    URL or a zarr store object (`location`, the canonical text of either)."""
-
-    def __init__(self, location, storage_options: dict | None = None):
-        self._where = locate(location, storage_options)
-        self.location, self.path = self._where.text, self._where.path
-        attrs, occupied = self._where.inspect()
-        if attrs is None:
-            if self.path is None and not occupied:
-                raise FileNotFoundError(f"{self.location} does not exist (no document topics there)")
-            raise StoreError(f"{self.location} is not a doc_topics.zarr written by `bigtopics infer`")
-        if "unfinished" in attrs:
-            raise StoreError(f"{self.location} is incomplete: an inference did not finish writing it "
-                             "(run bigtopics infer again)")
-        try:
-            with self._where.errors():
-                self.group = zarr.open_group(CheckedChunks(self._where.zarr_store(True), self.location), mode="r")
-                self.attrs = dict(self.group.attrs)
-                check_format(self.location, self.attrs, "doc_topics_format_version", DOC_TOPICS_FORMAT_VERSION)
-                self.n_docs, self.n_topics = (int(x) for x in self.attrs["shape"])
-                self.nnz = int(self.group["indices"].shape[0])
-                self.docs_per_block = int(self.group["indptr"].chunks[0])
-                shapes = {name: self.group[name].shape for name in ("indptr", "data", "doc_lengths")}
-        except (FileNotFoundError, PermissionError, StoreError):
-            raise
-        except Exception as e:  # a crafted zarr.json or attribute: one line, not zarr's or int()'s traceback
-            raise self._damaged(f"{type(e).__name__}: {str(e).strip()[:200]}") from e
-        if shapes != {"indptr": (self.n_docs + 1,), "data": (self.nnz,), "doc_lengths": (self.n_docs,)}:
-            raise self._damaged(f"its arrays' shapes {shapes} do not fit {self.n_docs:,} documents and "
-                                f"{self.nnz:,} entries")
-
-    def _damaged(self, what: str) -> StoreError:
-        return StoreError(f"{self.location} is damaged: {what} (run bigtopics infer again)")
-
-    def iter_blocks(self, docs_per_block: int | None = None):
-        """Yield (first document, indptr rebased to 0, topics, weights, doc_lengths) per block,
-        each checked: offsets ascending within the entries, topic ids below K, weights in [0, 1],
-        lengths >= 0 (one line naming the array and the first bad position)."""
-        step = docs_per_block or self.docs_per_block
-        for lo in range(0, self.n_docs, step):
-            hi = min(lo + step, self.n_docs)
-            with self._where.errors():
-                indptr = np.asarray(self.group["indptr"][lo : hi + 1])
-                check_offsets(indptr, "indptr", self._damaged, low=0, high=self.nnz, first=0 if lo == 0 else None,
-                              last=self.nnz if hi == self.n_docs else None, start=lo)
-                a, b = int(indptr[0]), int(indptr[-1])
-                topics = np.asarray(self.group["indices"][a:b])
-                block = (lo, indptr - a, topics.astype(np.int64), np.asarray(self.group["data"][a:b], np.float64),
-                         np.asarray(self.group["doc_lengths"][lo:hi]))
-            check_ids(topics, self.n_topics, "indices", self._damaged, start=a)
-            weights, lengths = block[3], block[4]
-            if len(weights) and not (np.isfinite(weights).all() and weights.min() >= 0 and weights.max() <= 1):
-                p = int(np.argmax(~(np.isfinite(weights) & (weights >= 0) & (weights <= 1))))
-                raise self._damaged(f"data holds {weights[p]} at position {a + p:,}, not a weight in [0, 1]")
-            if len(lengths) and (lengths.dtype.kind not in "iu" or lengths.min() < 0):
-                p = int(np.argmax(lengths < 0))
-                raise self._damaged(f"doc_lengths holds {lengths[p]} at position {lo + p:,}, not a length")
-            yield block
-
-    def source_store(self, store=None, n_topics: int | None = None, storage_options: dict | None = None) -> Store:
-        """The store these topics were inferred from (`store`, a path or URL, else the one recorded),
-        opened and checked to have their documents (and, given n_topics, their model's topics)."""
-        store = store or self.attrs.get("store")
-        if store is None or (not is_url(store) and not Path(store).exists()):
-            raise FileNotFoundError(f"the store {store} that {self.location} was inferred from is gone; give --store")
-        opened = open_store(store, storage_options)
-        if opened.n_docs != self.n_docs or (n_topics is not None and self.n_topics != n_topics):
-            raise StoreError(f"{self.location} ({self.n_docs:,} documents, {self.n_topics} topics) does not match "
-                             f"{opened.location} ({opened.n_docs:,} documents) and the model ({n_topics} topics)")
-        return opened

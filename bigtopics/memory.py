@@ -56,7 +56,8 @@ def return_large_frees_to_os() -> bool:
     Why: glibc raises that threshold each time a mapped block is freed (up to 32 MiB), after which
     the minibatch arrays of a few MiB (frozen rows, statistics) come from the heaps of the sampler
     threads, and memory freed there stays resident. Setting the threshold fixes it at the same
-    speed (benchmarks/RESULTS.md, "Side by side with the peers"). Process-wide and for good, so only the trainer calls it (see Trainer).
+    speed (benchmarks/RESULTS.md, "Side by side with the peers"). Process-wide and for good, so
+    only the trainer calls it (see Trainer).
     """
     mallopt = _glibc_function("mallopt")
     if mallopt is None:

@@ -18,11 +18,11 @@ import numpy as np
 
 from .atomic import atomic_write_bytes
 from .diagnostics import top_word_ids
+from .doc_topics import DocTopics
 from .escape import html_escape
 from .evaluate import current_evaluation
-from .infer import DocTopics
+from .locations import is_url
 from .model import Model, load_model
-from .outputs import is_url
 from .places import check_output_file
 from .rundir import METRICS_NAME, read_metrics
 from .store import StoreError, open_store
@@ -183,8 +183,8 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
                  overwrite: bool = False, log=None, storage_options: dict | None = None) -> Path:
     """Write the report (default <run>/report.html); returns its path. It replaces an earlier
     report, but another existing file only with overwrite, and never where places.py forbids. A
-    notice that evaluation.json is stale goes to `log` (default: stderr) and onto the page. `doc_topics` and `store` may be
-    URLs (`storage_options` for them; bigtopics/outputs.py)."""
+    notice that evaluation.json is stale goes to `log` (default: stderr) and onto the page.
+    `doc_topics` and `store` may be URLs (`storage_options` for them; bigtopics/locations.py)."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = Path(run)
     model: Model = load_model(run)

@@ -132,7 +132,8 @@ class TrainSettings:
             self.optimize_passes = 1.0 if self.epochs > 1 else 0.0
         if self.alpha is None and is_real_number(self.n_topics) and self.n_topics >= 1:
             self.alpha = ALPHA_SUM / self.n_topics
-        if self.optimize_alpha and self.min_alpha_sum is None and is_real_number(self.alpha) and is_real_number(self.n_topics):
+        if (self.optimize_alpha and self.min_alpha_sum is None and is_real_number(self.alpha)
+                and is_real_number(self.n_topics)):
             self.min_alpha_sum = self.n_topics * self.alpha  # docs/design.md, "Learned priors": why a floor
         if self.eta is None:
             self.eta = step.default_eta()

@@ -19,7 +19,7 @@ Layout (format_version 1; see README "The store"):
 streams the store one indptr chunk ("block") at a time.
 
 A store lives at a local path, a URL of any fsspec filesystem (s3://bucket/prefix/books.zarr,
-gs://, memory://, file://) or in a zarr store object (outputs.py, "Where": credentials and
+gs://, memory://, file://) or in a zarr store object (locations.py: credentials and
 endpoint from the environment and `storage_options`). A local store is built under a temporary
 name and renamed into place; a remote one is written in place and counts as complete only once
 its attributes (format_version, n_docs, ...) are written, last: until then `Store` refuses it.
@@ -40,8 +40,10 @@ from zarr.codecs import BloscCodec
 from zarr.core.sync import sync
 
 from .checked import CheckedChunks, StoreChanged, check_counts, check_ids, check_offsets
+from .locations import Location, StoreError, locate
 from .memory import available_bytes, format_bytes
-from .outputs import KIND_ATTRIBUTES, Location, NewGroup, StoreError, locate
+from .outputs import NewGroup
+from .places import KIND_ATTRIBUTES
 
 FORMAT_VERSION = 1
 CSR_ENCODING = {"encoding-type": "csr_matrix", "encoding-version": "0.1.0"}
@@ -67,7 +69,8 @@ def check_format(path, attrs: dict, key: str, version: int) -> None:
         return
     wanted = KIND_ATTRIBUTES[key]
     if key not in attrs:
-        found = next((kind for k, kind in KIND_ATTRIBUTES.items() if k in attrs), "a Zarr group bigtopics did not write")
+        found = next((kind for k, kind in KIND_ATTRIBUTES.items() if k in attrs),
+                     "a Zarr group bigtopics did not write")
         raise StoreError(f"{path} is {found}, not {wanted}")
     raise StoreError(f"{path} is {wanted} of format version {attrs[key]!r}; this bigtopics reads version {version}")
 
@@ -231,7 +234,8 @@ class StoreWriter:
             values = metadata.get(name)
             if values is None or len(values) != n:
                 raise ValueError(f"metadata field {name!r} needs {n} values")
-            app.append(np.asarray(values, dtype=str if np.dtype(self.metadata_fields[name]).kind in "OUT" else self.metadata_fields[name]))
+            app.append(np.asarray(values, dtype=str if np.dtype(self.metadata_fields[name]).kind in "OUT"
+                                  else self.metadata_fields[name]))
         self.n_docs += n
         self.nnz += int(indptr[-1])
         self.n_tokens += int(np.asarray(data, np.int64).sum())
@@ -305,7 +309,8 @@ class Store:
         if attrs is None:
             if self.path is None and not occupied:
                 raise FileNotFoundError(f"{self.location} does not exist (no store there)")
-            raise StoreError(f"{self.location} is not a bigtopics store (no zarr.json; an unfinished ingest leaves none)")
+            raise StoreError(f"{self.location} is not a bigtopics store "
+                             "(no zarr.json; an unfinished ingest leaves none)")
         if "unfinished" in attrs:
             raise StoreError(f"{self.location} is incomplete: an ingest did not finish writing it (ingest it again)")
         check_format(self.location, attrs, "format_version", FORMAT_VERSION)
@@ -343,7 +348,8 @@ class Store:
         # damaged shape of 10^13 would exhaust memory before anything said so).
         expected = {"indptr": self.n_docs + 1, "indices": self.nnz, "data": self.nnz, "vocab": self.n_words}
         with self._where.errors():
-            arrays = {name: self._array(name, "OTU" if name == "vocab" else "iu") for name in expected}  # (remote: a request each)
+            # (remote: a request each)
+            arrays = {name: self._array(name, "OTU" if name == "vocab" else "iu") for name in expected}
             for name, length in expected.items():
                 if arrays[name].shape != (length,):
                     raise StoreError(f"{self.location} is damaged: {name} declares shape {arrays[name].shape}, the "
@@ -382,7 +388,8 @@ class Store:
             raise self._damaged(f"{name} is {'a group' if not isinstance(array, zarr.Array) else f'{array.ndim}-D'}, "
                                 "not a 1-D array")
         if kinds is not None and array.dtype.kind not in kinds:
-            raise self._damaged(f"{name} holds {array.dtype} values, not {'whole numbers' if kinds == 'iu' else 'text'}")
+            raise self._damaged(f"{name} holds {array.dtype} values, "
+                                f"not {'whole numbers' if kinds == 'iu' else 'text'}")
         return array
 
     # -- reopening elsewhere -------------------------------------------------------------
@@ -436,7 +443,8 @@ class Store:
         counts below 1, more tokens than the store holds: one line naming the array and position)."""
         start, stop = max(0, int(start)), min(self.n_docs, int(stop))
         if stop <= start:
-            return CSRBlock(start, np.zeros(1, np.int64), np.zeros(0, self._indices.dtype), np.zeros(0, self._data.dtype))
+            return CSRBlock(start, np.zeros(1, np.int64), np.zeros(0, self._indices.dtype),
+                            np.zeros(0, self._data.dtype))
         try:
             with self._where.errors():  # the storage's trouble (a URL): one line, not "damaged"
                 indptr = np.asarray(self._indptr[start : stop + 1])
@@ -475,7 +483,8 @@ class Store:
         step = docs_per_block or self.docs_per_block
         return range(0, self.n_docs, step)
 
-    def iter_blocks(self, docs_per_block: int | None = None, start: int = 0, stop: int | None = None) -> Iterator[CSRBlock]:
+    def iter_blocks(self, docs_per_block: int | None = None, start: int = 0,
+                    stop: int | None = None) -> Iterator[CSRBlock]:
         """Stream documents [start, stop) block by block (a block is an indptr chunk by default)."""
         step = docs_per_block or self.docs_per_block
         stop = self.n_docs if stop is None else min(stop, self.n_docs)

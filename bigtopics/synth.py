@@ -77,7 +77,8 @@ class CorpusSpec:
             (self.mean_length >= 1, "the mean document length must be at least 1"),
             (self.alpha > 0 and self.eta > 0, "alpha and eta must be positive"),
             (0 <= self.seed < 2**63, "the seed must be a non-negative 63-bit integer"),
-            (self.base in BASE_MEASURES, f"unknown base measure {self.base!r}; choose one of {', '.join(BASE_MEASURES)}"),
+            (self.base in BASE_MEASURES,
+             f"unknown base measure {self.base!r}; choose one of {', '.join(BASE_MEASURES)}"),
             (0 < self.zipf_exponent <= 10, "the Zipf exponent must be in (0, 10]"),
             (0 <= self.alpha_skew <= 10, "the alpha skew must be in [0, 10]"),
         ]

@@ -169,6 +169,7 @@ class Tokenizer:
             self.slots = build_slots(self.word_hash, self.n_words, 2 * len(self.slots))
         elif self.n_words + 1 >= len(self.word_hash):
             self.word_hash = np.concatenate([self.word_hash, np.zeros_like(self.word_hash)])
-            self.pool_offsets = np.concatenate([self.pool_offsets, np.zeros(len(self.word_hash) + 1 - len(self.pool_offsets), np.int64)])
+            self.pool_offsets = np.concatenate([self.pool_offsets,
+                                                np.zeros(len(self.word_hash) + 1 - len(self.pool_offsets), np.int64)])
         else:
             self.pool = np.concatenate([self.pool, np.zeros_like(self.pool)])

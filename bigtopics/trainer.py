@@ -39,14 +39,16 @@ from .checkpoints import (
     save_checkpoint,
 )
 from .cluster import ClusterLost
+from .cores import thread_count
 from .executors import Executor, StepTask, make_executor
 from .frozen import ReusedArrays
 from .heldout import heldout_documents, heldout_loglik
+from .locations import is_url
 from .memory import format_bytes, peak_rss_bytes, return_large_frees_to_os, rss_bytes
 from .model import MODEL_NAME, write_model
 from .options import parse_interval
-from .outputs import check_output, holds_files, is_url, read_json
-from .places import check_output_place
+from .outputs import check_output, holds_files
+from .places import check_output_place, read_json
 from .plan import EpochPlan
 from .priors import LearnedPriors
 from .progress import Progress
@@ -67,7 +69,6 @@ from .settings import TrainSettings, learning_rate, recorded_settings
 from .stopping import StopOnSignal
 from .store import StoreChanged, open_store
 from .topic_word import TopicWordTable
-from .workers import thread_count
 
 
 class Trainer:

@@ -224,9 +224,9 @@ def umass_coherence(docs: list[set], top_words: np.ndarray) -> np.ndarray:
     for row in top_words:
         c = 0.0
         for m in range(len(row)):
-            for l in range(m):
-                both = sum(1 for d in docs if row[m] in d and row[l] in d)
-                single = sum(1 for d in docs if row[l] in d)
+            for lower in range(m):
+                both = sum(1 for d in docs if row[m] in d and row[lower] in d)
+                single = sum(1 for d in docs if row[lower] in d)
                 c += np.log((both + 1) / single)
         out.append(c)
     return np.array(out)

@@ -218,7 +218,8 @@ def test_statistics_agree_with_the_bucket_sampler_in_distribution():
     n_topics, n_words, n_copies = 12, 40, 300
     frozen = freeze(sparse_topic_word(rng, n_topics, n_words, density=0.3), 0.5)
     base = random_batch(rng, 10, n_words, max_entries=12)
-    batch = Minibatch(np.arange(10 * n_copies), np.concatenate([[0], np.cumsum(np.tile(np.diff(base.indptr), n_copies))]),
+    batch = Minibatch(np.arange(10 * n_copies),
+                      np.concatenate([[0], np.cumsum(np.tile(np.diff(base.indptr), n_copies))]),
                       np.tile(base.words, n_copies), np.tile(base.counts, n_copies))
 
     def average_nhat(sampler, seed, burnin):

@@ -107,7 +107,8 @@ def test_bench_peers_runs_every_system_on_a_tiny_store(tmp_path):
     out = tmp_path / "out.json"
     cmd = [sys.executable, str(BENCHMARKS / "bench_peers.py"), "--store", str(source), "--cache", str(tmp_path),
            "-k", "3", "--passes", "1,2", "--max-passes", "2", "--heldout-docs", "20", "--particles", "2",
-           "--batch-size", "64", "--alpha", "0.3", "--target", "3:-3.0", "--bigtopics-option", "burnin=1", "--json", str(out)]
+           "--batch-size", "64", "--alpha", "0.3", "--target", "3:-3.0", "--bigtopics-option", "burnin=1",
+           "--json", str(out)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     for expected in ("Equal passes", "Time to quality", "fixed -3.000", "command:", "versions:", "tomotopy 0.",

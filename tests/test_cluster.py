@@ -1,6 +1,6 @@
-"""Training on a real Dask cluster of worker processes (executors/dask.py, and the cluster layer, cluster.py): the same model,
-bit for bit, as in process, on one worker or two, after a worker is killed mid-run, and after
-the driver is killed and the run resumed."""
+"""Training on a real Dask cluster of worker processes (executors/dask.py, and the cluster layer,
+cluster.py): the same model, bit for bit, as in process, on one worker or two, after a worker is
+killed mid-run, and after the driver is killed and the run resumed."""
 
 import os
 import signal

@@ -11,8 +11,9 @@ import zarr
 from click.testing import CliRunner
 
 from bigtopics.cli import main
+from bigtopics.doc_topics import DocTopics
 from bigtopics.export import write_dfr_doc_topics
-from bigtopics.infer import DocTopics, InferSettings, infer
+from bigtopics.infer import InferSettings, infer
 from bigtopics.model import load_model
 from bigtopics.settings import TrainSettings
 from bigtopics.synth import CorpusSpec, write_corpus
@@ -116,7 +117,7 @@ def test_mallet_doc_topics_sparse_with_threshold_and_max(exported, tmp_path, thr
 
 def test_every_file_of_the_registry_is_one_overwrite_may_replace():
     from bigtopics.export import WRITERS
-    from bigtopics.outputs import EXPORT_ENTRIES
+    from bigtopics.places import EXPORT_ENTRIES
 
     assert {name for writer in WRITERS for name in writer.files} <= set(EXPORT_ENTRIES)
 
@@ -171,7 +172,8 @@ def test_dfr_browser_folder_and_pyldavis_inputs(exported, tmp_path):
     np.testing.assert_allclose(np.array(vis["doc_topic_dists"]).T @ np.array(vis["doc_lengths"]), model.topic_totals(),
                                rtol=1e-6)
     topics = [json.loads(line) for line in (out / "topics.jsonl").read_text().splitlines()]
-    assert [t["label"] for t in topics] == [" ".join(w for w, _ in model.top_words(k, 3)) for k in range(model.n_topics)]
+    assert [t["label"] for t in topics] == [" ".join(w for w, _ in model.top_words(k, 3))
+                                            for k in range(model.n_topics)]
 
 
 def test_report_is_self_contained_and_renders(exported, tmp_path):

@@ -16,7 +16,8 @@ import zarr
 from click.testing import CliRunner
 
 from bigtopics.cli import main
-from bigtopics.infer import DocTopics, InferSettings, infer
+from bigtopics.doc_topics import DocTopics
+from bigtopics.infer import InferSettings, infer
 from bigtopics.model import load_model
 from bigtopics.settings import TrainSettings
 from bigtopics.store import open_store
@@ -170,7 +171,8 @@ def chrome_driver():
     if browser is None or driver is None:
         pytest.skip("chromium and chromedriver are not installed (apt-get install -y chromium chromium-driver)")
     options = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1500"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1200,1500"):
         options.add_argument(flag)
     options.binary_location = browser
     return webdriver.Chrome(options=options, service=Service(driver))
@@ -320,7 +322,8 @@ def mallet_diagnostics(model, store, saved, offsets, n_top):
             coherence_words.append(low)
         scores["coherence"] = coherence
         scores["uniform_dist"] = sum((c / T) * math.log(c * V / T) for _, c in sorted_words[k])
-        scores["corpus_dist"] = sum((c / T) * math.log(n_tokens / T * c / word_type_counts[w]) for w, c in sorted_words[k])
+        scores["corpus_dist"] = sum((c / T) * math.log(n_tokens / T * c / word_type_counts[w])
+                                    for w, c in sorted_words[k])
         scores["eff_num_words"] = 1 / sum((c / T) ** 2 for _, c in sorted_words[k])
         docs = [codoc[k][r][r] for r in range(n_top)]
         diff_words = []
@@ -340,7 +343,8 @@ def mallet_diagnostics(model, store, saved, offsets, n_top):
         word_scores = [{"rank": r + 1, "count": round(counts[r]), "prob": counts[r] / T, "docs": docs[r],
                         "word-length": lengths[r], "coherence": coherence_words[r],
                         "uniform_dist": (counts[r] / T) * math.log(counts[r] * V / T),
-                        "corpus_dist": (counts[r] / T) * math.log(n_tokens / T * counts[r] / word_type_counts[top[k][r]]),
+                        "corpus_dist": (counts[r] / T) * math.log(n_tokens / T * counts[r]
+                                                                  / word_type_counts[top[k][r]]),
                         "token-doc-diff": diff_words[r], "exclusivity": exclusive[r], "word": model.vocab[top[k][r]]}
                        for r in range(n_top)]
         result[k] = (scores, word_scores)
@@ -428,7 +432,8 @@ def test_a_learned_asymmetric_alpha_goes_into_every_file_that_holds_alpha(export
     with gzip.open(out / "state.gz", "rt") as f:
         f.readline()
         assert [float(a) for a in f.readline()[9:].split()] == pytest.approx(alpha.tolist())
-    rows = np.array([[float(x) for x in line.split("\t")[2:]] for line in (out / "doc_topics.txt").read_text().splitlines()])
+    rows = np.array([[float(x) for x in line.split("\t")[2:]]
+                     for line in (out / "doc_topics.txt").read_text().splitlines()])
     for first, indptr, topics, weights, lengths in DocTopics(dt).iter_blocks():
         for i in range(len(lengths)):
             expected = alpha / (lengths[i] + alpha.sum())  # a topic left out: its own prior share

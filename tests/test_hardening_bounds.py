@@ -34,10 +34,13 @@ WORKTREE = str(Path(__file__).resolve().parents[1])
 SPEC = CorpusSpec(n_docs=300, n_topics=5, n_words=400, mean_length=30, alpha=0.1, eta=0.05, seed=2)
 TRAIN = ["-k", "6", "--epochs", "1", "--batch-size", "50", "--seed", "1", "--checkpoint-every", "1",
          "--keep-checkpoints", "2", "--scale-docs", "0", "--quiet"]
-# Runs a bigtopics command and writes its peak resident set (KiB) to the file named first.
-MEASURED = ("import atexit, pathlib, resource, sys\n"
+# Runs a bigtopics command and writes its peak resident set (KiB) to the file named first. The peak
+# is VmHWM, the high-water mark of this process's own memory since exec; getrusage's ru_maxrss
+# would also count the memory of pytest, from which this process was forked.
+MEASURED = ("import atexit, pathlib, re, sys\n"
             "out = pathlib.Path(sys.argv.pop(1))\n"
-            "atexit.register(lambda: out.write_text(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+            "hwm = lambda: re.search(r'VmHWM:\\s*(\\d+)', pathlib.Path('/proc/self/status').read_text())[1]\n"
+            "atexit.register(lambda: out.write_text(hwm()))\n"
             "from bigtopics.cli import main\n"
             "main()\n")
 

@@ -287,6 +287,8 @@ def test_ctrl_c_while_a_command_starts_exits_130_in_one_line(tmp_path, command):
         _, err = process.communicate(timeout=300)
         if process.returncode in (0, 1) and "interrupted" not in err:  # done before the signal came (info: not a store)
             continue
+        if process.returncode == -signal.SIGINT and err.startswith("error:") and "Traceback" not in err:
+            continue  # the command had ended (info: not a store) and Python, exiting, no longer handles SIGINT
         assert process.returncode == 130 and "Traceback" not in err, (delay, process.returncode, err)
         assert err.rstrip().splitlines()[-1].startswith("interrupted"), (delay, err)
         assert not (tmp_path / "out" / "s.zarr").exists()

@@ -22,9 +22,11 @@ from bigtopics.evaluate import EVALUATION_NAME, evaluate, is_evaluation
 from bigtopics.export import escape_id, escape_word, unescape
 from bigtopics.infer import InferSettings, infer_lock
 from bigtopics.local_steps import LOCAL_STEPS
+from bigtopics.locations import locate
 from bigtopics.model import load_model, write_model
 from bigtopics.options import parse_interval
-from bigtopics.outputs import OutputLock, check_output, check_output_file, locate
+from bigtopics.outputs import OutputLock, check_output
+from bigtopics.places import check_output_file
 from bigtopics.settings import TrainSettings
 from bigtopics.store import CSR_ENCODING, StoreWriter, open_store
 
@@ -113,7 +115,8 @@ INF, NAN = float("inf"), float("nan")
     ({"alpha": -0.1}, "--alpha"), ({"alpha": 10**400}, "--alpha"),
     ({"kappa": 0.5}, "--kappa"), ({"kappa": NAN}, "--kappa"), ({"kappa": INF}, "--kappa"),
     ({"tau0": INF}, "--tau0"), ({"tau0": -1.0}, "--tau0"), ({"tau0": NAN}, "--tau0"),
-    ({"drop_below": INF}, "--drop-below"), ({"drop_below": NAN}, "--drop-below"), ({"drop_below": -0.5}, "--drop-below"),
+    ({"drop_below": INF}, "--drop-below"), ({"drop_below": NAN}, "--drop-below"),
+    ({"drop_below": -0.5}, "--drop-below"),
     ({"reset_below": 0.0}, "--reset-below"), ({"reset_below": 1.0}, "--reset-below"),
     ({"reset_below": NAN}, "--reset-below"), ({"reset_below": 1e-300}, "--reset-below"),
     ({"seed": -1}, "--seed"), ({"seed": 2**63}, "--seed"), ({"seed": 1.5}, "--seed"),

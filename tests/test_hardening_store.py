@@ -305,7 +305,8 @@ def test_objects_and_bucket_vanishing_from_s3_after_opening_raise(made, s3):
     source = open_store(made["store"])
     with StoreWriter(url, entries_per_chunk=2048, docs_per_chunk=source.docs_per_block) as writer:
         for block in source.iter_blocks():
-            writer.append(block.indptr, block.indices, block.data, source.doc_ids(block.start, block.start + block.n_docs))
+            writer.append(block.indptr, block.indices, block.data,
+                          source.doc_ids(block.start, block.start + block.n_docs))
         writer.commit(source.vocab, source.term_counts, source.doc_freqs)
     store = open_store(url)
     assert sum(int(b.data.sum()) for b in store.iter_blocks()) == store.n_tokens

@@ -14,7 +14,8 @@ import zarr
 from click.testing import CliRunner
 
 from bigtopics.cli import main
-from bigtopics.infer import DocTopics, InferSettings, infer
+from bigtopics.doc_topics import DocTopics
+from bigtopics.infer import InferSettings, infer
 from bigtopics.model import load_model
 from bigtopics.settings import TrainSettings
 from bigtopics.stopping import InterruptsThatStick
@@ -60,7 +61,8 @@ def test_recovers_the_true_proportions(trained, tmp_path):
     model = load_model(run)
     beta = np.load(truth_path(store) / "beta.npy")
     learned = np.stack([model.word_probabilities(k) for k in range(model.n_topics)])
-    cosine = (beta / np.linalg.norm(beta, axis=1, keepdims=True)) @ (learned / np.linalg.norm(learned, axis=1, keepdims=True)).T
+    cosine = ((beta / np.linalg.norm(beta, axis=1, keepdims=True))
+              @ (learned / np.linalg.norm(learned, axis=1, keepdims=True)).T)
     match = cosine.argmax(axis=1)  # true topic -> learned topic
     assert len(set(match.tolist())) == SPEC.n_topics
     theta = np.load(truth_path(store) / "theta.npy")

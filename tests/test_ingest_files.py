@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from test_ingest import store_docs
 
-from bigtopics import listing, open_store, readers
-from bigtopics.ingest import Pruning, ingest
+from bigtopics import open_store
+from bigtopics.ingest import Pruning, ingest, inputs, listing
+from bigtopics.ingest.inputs import InputReader
 from bigtopics.input_formats import FormatOptions, InputError
-from bigtopics.readers import InputReader
 
 NO_PRUNING = Pruning(min_df=1, max_df=1.0, max_vocab=None)
 SKIP_BAD = FormatOptions(skip_bad=True)
@@ -52,21 +52,21 @@ def test_truncated_compressed_files_keep_the_documents_before_the_damage(tmp_pat
 def test_unreadable_and_vanished_files_are_skipped_and_named(tmp_path, monkeypatch):
     for name in ("a.txt", "b.txt", "c.txt"):
         (tmp_path / name).write_text(f"whale {name[0]}ship")
-    real_open = readers.open_decompressed
+    real_open = inputs.open_decompressed
 
     def open_decompressed(path):  # (tests run as root, whom file permissions do not stop)
         if path.name == "b.txt":
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path)
 
-    monkeypatch.setattr(readers, "open_decompressed", open_decompressed)
+    monkeypatch.setattr(inputs, "open_decompressed", open_decompressed)
     with pytest.raises(InputError, match="b.txt: cannot be read .Permission denied. .use --skip-bad"):
         run(tmp_path, tmp_path / "s.zarr")
     report = run(tmp_path, tmp_path / "s.zarr", formats=SKIP_BAD)
     assert set(store_docs(tmp_path / "s.zarr")) == {"a.txt", "c.txt"}
     assert report.bad_files == [("b.txt", "cannot be read (Permission denied)")]
 
-    monkeypatch.setattr(readers, "open_decompressed", real_open)
+    monkeypatch.setattr(inputs, "open_decompressed", real_open)
     reader = InputReader([tmp_path / "a.txt", tmp_path / "c.txt"], SKIP_BAD, unit_bytes=1 << 20,
                          warn=lambda m: None)
     (tmp_path / "c.txt").unlink()  # between the listing and the reading

@@ -10,7 +10,8 @@ from test_ingest import store_docs
 
 from bigtopics import StoreError, open_store
 from bigtopics.cli import main
-from bigtopics.infer import DocTopics, infer
+from bigtopics.doc_topics import DocTopics
+from bigtopics.infer import infer
 from bigtopics.ingest import Pruning, ingest, read_vocabulary
 from bigtopics.settings import TrainSettings
 from bigtopics.synth import CorpusSpec, write_corpus

@@ -37,7 +37,8 @@ def _imports() -> dict[str, list[tuple[str, bool]]]:
                 else:  # from . import a, b: the submodules
                     found.extend((".".join(base + [alias.name]), id(node) in top) for alias in node.names)
             elif isinstance(node, ast.Import):
-                found.extend((alias.name, id(node) in top) for alias in node.names if alias.name.startswith("bigtopics."))
+                found.extend((alias.name, id(node) in top) for alias in node.names
+                             if alias.name.startswith("bigtopics."))
         graph[name] = found
     return graph
 
@@ -79,4 +80,4 @@ def test_features_reach_a_cluster_through_the_cluster_layer_not_the_training_exe
 
 
 def test_the_cluster_layer_names_no_feature():
-    assert _reached("bigtopics.cluster") <= {"bigtopics.options", "bigtopics.workers"}
+    assert _reached("bigtopics.cluster") <= {"bigtopics.options", "bigtopics.cores"}

@@ -1,4 +1,4 @@
-"""The contract of a location (outputs.Location, NewGroup), one case per kind: a path, a file://
+"""The contract of a location (locations.Location, outputs.NewGroup), one case per kind: a path, a file://
 URL, memory:// and s3:// on a real S3 server (moto, tests/s3server.py). On each, nothing is there
 at first; a new group is not taken for finished until it is published; once published its
 attributes read back and its bytes count; --overwrite is needed to replace it; and it can be
@@ -11,7 +11,8 @@ import pytest
 import zarr
 from s3server import s3_fixture, s3_server_fixture  # noqa: F401 (the fixtures `s3` and `s3_server`)
 
-from bigtopics.outputs import UNFINISHED, NewGroup, check_output, locate
+from bigtopics.locations import locate
+from bigtopics.outputs import UNFINISHED, NewGroup, check_output
 
 KINDS = ["path", "file", "memory", "s3"]
 FINAL = {"format_version": 1, "created_by": "bigtopics", "written_by": "test_locations"}  # a store's marks

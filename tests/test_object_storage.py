@@ -27,10 +27,11 @@ from click.testing import CliRunner
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
 
-from s3server import KEY_ID, SECRET  # noqa: E402  # noqa: E402,F401 (the fixtures `s3` and `s3_server`)
+from s3server import KEY_ID, SECRET, s3_fixture, s3_server_fixture  # noqa: E402,F401 (fixtures `s3`, `s3_server`)
 
 from bigtopics.cli import main  # noqa: E402
-from bigtopics.infer import DocTopics, InferSettings, infer  # noqa: E402
+from bigtopics.doc_topics import DocTopics  # noqa: E402
+from bigtopics.infer import InferSettings, infer  # noqa: E402
 from bigtopics.ingest import describe_store, ingest  # noqa: E402
 from bigtopics.outputs import UNFINISHED  # noqa: E402
 from bigtopics.store import Store, StoreError, StoreWriter, open_store  # noqa: E402
@@ -388,7 +389,8 @@ def test_train_info_and_infer_from_s3_in_process_and_on_a_cluster(s3, tmp_path):
     assert result.exit_code == 0 and url in result.output, result.output
     common = ["-k", "6", "--max-docs", "600", "--batch-size", "200", "--seed", "2", "--quiet"]
     hashes = {}
-    for name, store, extra in (("local", str(local), []), ("s3", url, []), ("s3-cluster", url, ["--cluster", "local:2"])):
+    for name, store, extra in (("local", str(local), []), ("s3", url, []),
+                               ("s3-cluster", url, ["--cluster", "local:2"])):
         result = runner.invoke(main, ["train", store, "-o", str(tmp_path / name), *common, *extra])
         assert result.exit_code == 0, result.output
         hashes[name] = model_hash(tmp_path / name)

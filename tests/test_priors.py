@@ -320,7 +320,9 @@ def test_resumed_with_learned_priors_is_the_uninterrupted_model(skewed, tmp_path
 
 
 def spearman(a, b):
-    rank = lambda x: np.argsort(np.argsort(x))
+    def rank(x):
+        return np.argsort(np.argsort(x))
+
     return float(np.corrcoef(rank(a), rank(b))[0, 1])
 
 
@@ -477,6 +479,7 @@ def test_the_floor_from_the_cli_holds_the_learned_alpha_and_is_recorded(skewed, 
         assert recorded_settings(record).min_alpha_sum == float(floor)
     assert load_model(tmp_path / "0").alpha_sum < 3  # the fit alone, below the default floor 5 (truth: 0.6)
     assert load_model(tmp_path / "12").alpha_sum == pytest.approx(12)
-    out = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "fixed"), "--no-optimize-alpha", "--min-alpha-sum", "2"])
+    out = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "fixed"), "--no-optimize-alpha",
+                                    "--min-alpha-sum", "2"])
     assert out.exit_code != 0 and "--min-alpha-sum applies to a learned alpha" in out.output
     assert len(out.output.strip().splitlines()) == 1

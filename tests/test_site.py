@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from bigtopics.cli import main
-from bigtopics.infer import DocTopics
+from bigtopics.doc_topics import DocTopics
 from bigtopics.model import load_model
 from bigtopics.report import find_chromium, render_in_browser
 from bigtopics.store import open_store

@@ -174,7 +174,8 @@ def test_heldout_documents_are_scored_as_training_goes(corpus, tmp_path):
     trainer.run()
     assert trainer.n_training_docs == SPEC.n_docs - 300
     assert trainer.state.docs_seen == 2 * (SPEC.n_docs - 300)
-    scores = [r["heldout_loglik"] for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
+    scores = [r["heldout_loglik"]
+              for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
               if r["heldout_loglik"] is not None]
     assert len(scores) >= 4
     # better than a uniform model over the vocabulary, and better at the end than after one minibatch

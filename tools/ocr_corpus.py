@@ -104,7 +104,8 @@ def write_corpus(out: Path, layout: str, n_docs: int, n_vocab: int, exponent: fl
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--docs", "n_docs", type=click.IntRange(min=1), required=True, help="number of documents")
 @click.option("--layout", type=click.Choice(["jsonl", "tree"]), default="jsonl", show_default=True,
-              help="jsonl: {\"id\", \"text\"} lines, gzipped if OUT ends in .gz; tree: a .txt per document in nested folders")
+              help="jsonl: {\"id\", \"text\"} lines, gzipped if OUT ends in .gz; "
+                   "tree: a .txt per document in nested folders")
 @click.option("--vocab", "n_vocab", type=click.IntRange(min=1), default=200_000, show_default=True,
               help="pseudo-words of the Zipfian vocabulary")
 @click.option("--zipf-exponent", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True)

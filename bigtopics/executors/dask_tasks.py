@@ -13,13 +13,13 @@ from distributed import WorkerPlugin, get_worker, secede
 
 from ..assignments import chain_starts, previous_stats
 from ..cluster import KERNELS
+from ..cores import use_threads
 from ..frozen import ReusedArrays, TableRows
 from ..minibatch import Minibatch
 from ..reader import DocumentReader, prepared
 from ..stats import SparseStats, StepResult
 from ..store import Store
 from ..topic_word import TopicWordTable
-from ..workers import use_threads
 from .base import StepTask
 from .warmup import compile_step
 

@@ -13,13 +13,13 @@ from typing import Iterator
 import numpy as np
 
 from ..assignments import SavedAssignments, chain_starts, previous_stats
+from ..cores import use_threads
 from ..frozen import TableRows
 from ..minibatch import Minibatch
 from ..plan import MinibatchPlan
 from ..reader import DocumentReader, prepared, read_ahead
 from ..stats import StepResult, merge_results
 from ..store import Store
-from ..workers import use_threads
 from .base import Executor, StepTask
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from ..atomic import clear_leftovers, publish_dir, temporary_sibling
 from ..diagnostics import top_word_ids
+from ..doc_topics import DocTopics
 from ..evaluate import current_evaluation
-from ..infer import DocTopics
 from ..model import load_model
 from ..options import OptionError, check_integer, check_real
 from ..outputs import check_output
@@ -53,8 +53,8 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     the names written. `options` (or its fields as keywords: top_words=20, index="bigtopics",
     doc_topics_threshold=0.0, doc_topics_max=-1, topic_word_weights=False, state=False,
     diagnostics=False) choose the files and their forms; notices (renamed metadata fields, a stale
-    evaluation.json, a file left out) go to `log` (default: stderr). `doc_topics` and `store` may be URLs (`storage_options` for
-    them; bigtopics/outputs.py); `output` is local."""
+    evaluation.json, a file left out) go to `log` (default: stderr). `doc_topics` and `store` may be
+    URLs (`storage_options` for them; bigtopics/locations.py); `output` is local."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     options = options or ExportOptions(**option_values)
     check_integer(options.top_words, "--top-words", 1, MAX_TOP_WORDS)

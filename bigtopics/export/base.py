@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..diagnostics import top_word_ids
-from ..infer import DocTopics
+from ..doc_topics import DocTopics
 from ..model import Model
 from ..store import Store
 from .text import text_vocab

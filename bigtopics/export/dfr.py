@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..doc_topics import DocTopics
 from ..escape import html_csv_cells, html_escape
-from ..infer import DocTopics
 from ..memory import budget_bytes
 from .base import ExportContext, Writer, stored_counts, top_word_union, topic_counts, topic_word_probabilities
 

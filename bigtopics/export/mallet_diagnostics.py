@@ -162,7 +162,8 @@ def write_diagnostics(ctx: ExportContext, out: Path) -> None:
         p, q = _divide(counts, counts.sum()), _divide(docs, docs.sum())
         mean = 0.5 * (p + q)
         with np.errstate(divide="ignore", invalid="ignore"):
-            diff_words = np.where(p > 0, 0.5 * p * np.log(p / mean), 0.0) + np.where(q > 0, 0.5 * q * np.log(q / mean), 0.0)
+            diff_words = (np.where(p > 0, 0.5 * p * np.log(p / mean), 0.0)
+                          + np.where(q > 0, 0.5 * q * np.log(q / mean), 0.0))
         exclusive_words = ((beta + counts) / norms[k]) / sum_probs[np.searchsorted(top_words, top[k])]
         lengths = np.array([len(vocab[w]) for w in top[k]], np.float64)
         topic_scores = {
@@ -176,7 +177,8 @@ def write_diagnostics(ctx: ExportContext, out: Path) -> None:
             "eff_num_words": float(_divide(1.0, np.sum(p_all ** 2))),
             "token-doc-diff": float(diff_words.sum()),
             "rank_1_docs": float(_divide(stats.rank1[k], stats.nonzero[k])),
-            "allocation_ratio": float(_divide(stats.at_proportion[k, FIFTY_PERCENT], stats.at_proportion[k, TWO_PERCENT])),
+            "allocation_ratio": float(_divide(stats.at_proportion[k, FIFTY_PERCENT],
+                                              stats.at_proportion[k, TWO_PERCENT])),
             "allocation_count": float(_divide(stats.at_proportion[k, THIRTY_PERCENT], stats.nonzero[k])),
             "exclusivity": float(exclusive_words.sum() / n),
         }

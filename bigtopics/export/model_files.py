@@ -58,7 +58,8 @@ def write_topics_jsonl(ctx: ExportContext, out: Path) -> None:
     with open(out / "topics.jsonl", "w", encoding="utf-8") as f:
         for k, words in enumerate(ctx.top):
             record = {"topic": k, "label": topic_label(model, words), "top_words": [str(w) for w in model.vocab[words]],
-                      "probabilities": [round(float(p), 6) for p in (stored_counts(model, k, words) + model.eta) / norms[k]],
+                      "probabilities": [round(float(p), 6)
+                                        for p in (stored_counts(model, k, words) + model.eta) / norms[k]],
                       "tokens": float(totals[k]), "share": float(totals[k] / max(totals.sum(), 1e-300)),
                       "alpha": float(alpha[k]),
                       "smoothing": float(model.eta / norms[k]), **ctx.diagnostics.get(k, {})}

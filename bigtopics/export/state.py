@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..outputs import is_url
+from ..locations import is_url
 from ..rundir import ASSIGNMENTS_DIR, read_settings
 from ..store import Store, open_store
 from .base import ExportContext, Writer

@@ -3,7 +3,7 @@
 One tokenizing pass, parallel over worker processes; memory is bounded by a budget (psutil, or
 `memory_limit`), whatever the number of documents, files or distinct strings:
 
-1. The main process cuts the inputs into units (readers.InputReader) and feeds them to a bounded
+1. The main process cuts the inputs into units (inputs.InputReader) and feeds them to a bounded
    task queue. Each worker interns words into its own vocabulary (local ids), counts every
    unit's documents into CSR rows, accumulates per-word term counts and document frequencies,
    and spills the unit to a temporary file; it returns only a small summary. When its
@@ -29,7 +29,7 @@ runs the three steps and returns an IngestReport (report.py); `describe_store` (
 
 from .describe import describe_store
 from .pipeline import ingest
-from .report import IngestReport
+from .summary import IngestReport
 from .vocabulary import FixedVocabulary, Pruning, read_vocabulary
 
 __all__ = ["FixedVocabulary", "IngestReport", "Pruning", "describe_store", "ingest", "read_vocabulary"]

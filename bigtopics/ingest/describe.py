@@ -25,9 +25,11 @@ def describe_store(store: Store, n_top_words: int = 30) -> str:
         f"nnz         {store.nnz:,}  (distinct words per document, summed)",
         f"dtypes      indices {indices.dtype}, data {store.group['data'].dtype}",
         f"codec       {codecs}",
-        f"size        {format_bytes(stored)} {'on disk' if store.path is not None else 'stored'}; indices + data {format_bytes(matrix_stored)}, "
+        f"size        {format_bytes(stored)} {'on disk' if store.path is not None else 'stored'}; "
+        f"indices + data {format_bytes(matrix_stored)}, "
         f"{format_bytes(matrix_raw)} uncompressed (compression ratio {matrix_raw / max(matrix_stored, 1):.2f}x)",
-        f"chunking    {indices.chunks[0]:,} entries per indices/data chunk, {store.docs_per_block:,} documents per block "
+        f"chunking    {indices.chunks[0]:,} entries per indices/data chunk, "
+        f"{store.docs_per_block:,} documents per block "
         f"({math.ceil(store.n_docs / max(store.docs_per_block, 1)):,} blocks)",
         f"metadata    {', '.join(store.metadata_fields) or '(none)'}",
         "settings    " + json.dumps(store.settings, sort_keys=True),

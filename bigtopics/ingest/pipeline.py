@@ -16,14 +16,15 @@ import uuid
 from pathlib import Path
 
 from ..input_formats import FormatOptions
+from ..locations import locate
 from ..memory import budget_bytes, peak_rss_bytes
 from ..options import OptionError
-from ..outputs import check_output, locate
-from ..readers import InputReader
+from ..outputs import check_output
 from ..tokenizer import TokenizerSettings
-from .report import IngestReport
+from .inputs import InputReader
 from .resume import prepare_spill_dir
 from .runs import FIELDS, KnownWords, run_path, write_remaps
+from .summary import IngestReport
 from .vocabulary import FixedVocabulary, Pruning, fixed_vocabulary_counts, pruned_vocabulary, read_vocabulary
 from .workers import tokenize_all
 from .write import write_store
@@ -57,7 +58,7 @@ def ingest(
     """Read `inputs` (files or directories) and write the store `output`; see bigtopics/ingest/__init__.py.
 
     `output` is a local path or a URL (s3://bucket/prefix/books.zarr, any fsspec filesystem, with
-    `storage_options` for it besides the environment's credentials; see bigtopics/outputs.py). A
+    `storage_options` for it besides the environment's credentials; see bigtopics/locations.py). A
     local store is published by a rename; a remote one is written in place and complete once its
     attributes are written, last. With `overwrite` an earlier store is replaced, but only one
     bigtopics wrote.

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..locations import is_url
 from ..model import MODEL_NAME, load_model
-from ..outputs import is_url
 from ..rundir import SETTINGS_NAME
 from ..store import StoreError, open_store
 from ..tokenizer import TokenizerSettings
@@ -61,7 +61,8 @@ def pruned_vocabulary(spill_dir: Path, runs: list[dict], n_docs: int, pruning: P
         tf, df = words.tf, words.df
         n_distinct += len(tf)
         alive = tf > 0  # stop words and words seen only in skipped rows
-        for rule, mask in (("zero", tf == 0), ("min_df", df < pruning.min_df), ("max_df", df > pruning.max_df * n_docs)):
+        for rule, mask in (("zero", tf == 0), ("min_df", df < pruning.min_df),
+                           ("max_df", df > pruning.max_df * n_docs)):
             hit = alive & mask
             pruned[rule] = (pruned[rule][0] + int(hit.sum()), pruned[rule][1] + int(tf[hit].sum()))
             alive &= ~mask
@@ -123,7 +124,8 @@ def read_vocabulary(source: str | os.PathLike, storage_options: dict | None = No
         elif (store_path / "zarr.json").exists():
             return read_vocabulary(store_path)
         if not (path / MODEL_NAME / "zarr.json").exists():
-            raise StoreError(f"--vocabulary {source}: the run's store {store_path} is gone and the run has no model yet")
+            raise StoreError(f"--vocabulary {source}: the run's store {store_path} is gone "
+                             "and the run has no model yet")
         path = path / MODEL_NAME
     if not (path / "zarr.json").exists():
         raise StoreError(f"--vocabulary {source} is not a store, a run directory or a model.zarr "

@@ -33,8 +33,8 @@ from ..atomic import is_disk_full, no_space
 from ..input_formats import FormatOptions, InputError
 from ..kernels.tokens import count_rows
 from ..progress import Progress
-from ..readers import InputReader, Unit, parse_unit
 from ..tokenizer import Tokenizer, TokenizerSettings
+from .inputs import InputReader, Unit, parse_unit
 from .resume import crc32_file, write_manifest
 from .runs import FIELDS, write_run
 
@@ -102,7 +102,8 @@ class UnitTokenizer:
             bounds.extend([bounds[-1] + c for c in cuts[1:]])
             if self.section_tokens:
                 doc_ids.extend(f"{rec.doc_id}#{j}" for j in range(len(cuts) - 1))
-                rows_meta.extend(rec.meta | {"section_of": rec.doc_id, "section_index": j} for j in range(len(cuts) - 1))
+                rows_meta.extend(rec.meta | {"section_of": rec.doc_id, "section_index": j}
+                                 for j in range(len(cuts) - 1))
             else:
                 doc_ids.append(rec.doc_id)
                 rows_meta.append(rec.meta)
@@ -119,7 +120,8 @@ class UnitTokenizer:
         )
         spill = {"indptr": indptr, "indices": indices, "data": data, "doc_ids": doc_ids, "meta": meta}
         payload = pickle.dumps(
-            {k: (SPILL_CODEC.encode(v) if len(v) else b"") if isinstance(v, np.ndarray) else v for k, v in spill.items()}
+            {k: (SPILL_CODEC.encode(v) if len(v) else b"") if isinstance(v, np.ndarray) else v
+             for k, v in spill.items()}
             | {"dtypes": {k: v.dtype.str for k, v in spill.items() if isinstance(v, np.ndarray)}},
             protocol=pickle.HIGHEST_PROTOCOL,
         )

@@ -17,8 +17,8 @@ from ..input_formats import InputError
 from ..kernels.tokens import remap_rows
 from ..progress import Progress
 from ..store import DEFAULT_ENTRIES_PER_CHUNK, StoreWriter, count_dtype_for, index_dtype_for
-from .report import IngestReport
 from .runs import remap_path
+from .summary import IngestReport
 from .workers import read_spill, unit_file
 
 
@@ -44,7 +44,7 @@ def metadata_column(values: list, dtype) -> np.ndarray:
 def write_store(output, summaries, vocab, term_counts, doc_freqs, spill_dir, settings, overwrite, quiet,
                 report: IngestReport) -> None:
     """Pass 2: stream the spilled units in input order into a StoreWriter and publish it at
-    `output` (a path, a URL or an outputs.Location)."""
+    `output` (a path, a URL or a locations.Location)."""
     kinds: dict[str, set] = {}
     for s in summaries:
         for name, k in s["field_kinds"].items():

@@ -1,6 +1,6 @@
 """The input formats of ingest, by name: a new format of one document a line is a module with a
 `parse_line(line, where, options) -> Record | None` (None: a line that holds no document) and a
-line here. `txt`, one document a file, is read whole by readers.py."""
+line here. `txt`, one document a file, is read whole by ingest/inputs.py."""
 
 from . import bow_jsonl, jsonl, lines, tsv
 from .base import FormatOptions, InputError, Record

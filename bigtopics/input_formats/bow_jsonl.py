@@ -16,7 +16,8 @@ def parse_line(line: str | bytes, where: str, options: FormatOptions) -> Record 
     doc_id, obj = parsed
     counts = obj.pop(options.bow_field, None)
     if not isinstance(counts, dict) or not all(type(c) is int and c >= 0 for c in counts.values()):
-        raise InputError(f"field {options.bow_field!r} must map words to counts (non-negative integers); set --bow-field")
+        raise InputError(f"field {options.bow_field!r} must map words to counts (non-negative integers); "
+                         "set --bow-field")
     if sum(counts.values()) >= MAX_COUNT:
         raise InputError(f"the counts of field {options.bow_field!r} add up to 2^32 or more, more than a document "
                          "can hold")

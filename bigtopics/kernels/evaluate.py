@@ -204,9 +204,9 @@ def count_cooccurrences(indptr, indices, local_of, top_local, occ_indptr, occ_to
             for o in range(occ_indptr[u], occ_indptr[u + 1]):
                 k = occ_topic[o]
                 m = occ_rank[o]
-                for l in range(m):
-                    if present[top_local[k, l]]:
-                        pair_freq[k, m, l] += 1
+                for lower in range(m):
+                    if present[top_local[k, lower]]:
+                        pair_freq[k, m, lower] += 1
         for e in range(indptr[d], indptr[d + 1]):
             u = local_of[indices[e]]
             if u >= 0:

@@ -239,7 +239,8 @@ def draw_token(state, share, w, need_coef, alpha, n_dk, doc_topics, n_doc_topics
         return state, k, lookup(frozen[6:], w, k) if need_coef else 0.0, share
     if n_changes == 0:
         j = first_above(word_cum, 0, n_items, x)
-        return state, share_topic(j, w, scanned, frozen, word_topic), share_coef(j, w, scanned, frozen, word_coef), share
+        return (state, share_topic(j, w, scanned, frozen, word_topic), share_coef(j, w, scanned, frozen, word_coef),
+                share)
     # propose from the summed share plus what the items gained (y uniform below their sum)
     y = x / current * (summed + gained)
     if y >= summed and n_gainers > 0:

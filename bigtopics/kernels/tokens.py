@@ -66,7 +66,8 @@ def _lookup_or_insert(chars, start, stop, slots, word_hash, pool, pool_offsets, 
 
 
 @njit(cache=True)
-def intern_letter_runs(chars, pos, is_word_char, min_len, slots, word_hash, pool, pool_offsets, n_words, out_ids, n_out):
+def intern_letter_runs(chars, pos, is_word_char, min_len, slots, word_hash, pool, pool_offsets, n_words, out_ids,
+                       n_out):
     """Word ids of the runs of word characters of length >= min_len in chars[pos:].
 
     Writes ids to out_ids[n_out:]; returns (pos, n_out, n_words) where pos == len(chars) when

@@ -201,15 +201,15 @@ def gibbs_sample(
 ) -> DocumentTallies:
     """Sparse Gibbs sampling of every document of the batch.
 
-    alpha is a number (symmetric) or one per topic (asymmetric; kernels/prior.py). The
-    sampler draws each topic word by word ("word-major", kernels/word_major.py), from the buckets
-    (kernels/gibbs.py), exactly with alias tables ("alias") or by mh_steps Metropolis-Hastings steps with alias proposals ("mh"; both in
-    kernels/alias_gibbs.py). Documents are split into n_workers contiguous ranges of about equal
-    token counts, each sampled by one numba thread; every document has its own random stream and
-    its own output slot, so the result does not depend on n_workers. With rare_first each
-    document's initialisation places its tokens from the last (rarest word) to the first. A
-    document whose tokens have topics in `initial` (int32, the batch's tokens in order, -1 for a
-    document without) starts its chain from them and skips the initialisation.
+    alpha is a number (symmetric) or one per topic (asymmetric; kernels/prior.py). The sampler draws
+    each topic word by word ("word-major", kernels/word_major.py), from the buckets
+    (kernels/gibbs.py), exactly with alias tables ("alias") or by mh_steps Metropolis-Hastings steps
+    with alias proposals ("mh"; both in kernels/alias_gibbs.py). Documents are split into n_workers
+    contiguous ranges of about equal token counts, each sampled by one numba thread; every document
+    has its own random stream and its own output slot, so the result does not depend on n_workers.
+    With rare_first each document's initialisation places its tokens from the last (rarest word) to
+    the first. A document whose tokens have topics in `initial` (int32, the batch's tokens in order,
+    -1 for a document without) starts its chain from them and skips the initialisation.
     """
     if samples < 1:
         raise ValueError("samples must be at least 1")

@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import clear_leftovers, publish_dir, temporary_sibling
+from ..doc_topics import DocTopics
 from ..escape import csv_text_field, script_json, spreadsheet_cell
 from ..evaluate import current_evaluation, evaluation_path
-from ..infer import DocTopics
 from ..model import alpha_attribute, load_model
 from ..options import check_integer
 from ..outputs import check_output
@@ -237,7 +237,8 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
                     "words": [[w, _round(p)] for w, p in words], "by_field": by_field, "books": top.result(k)}
             (folder / "data" / "topics" / f"{k}.js").write_bytes(_js(f"topics/{k}", page))
             figures = [coherence, measures["npmi"], measures["c_v"]]
-            topics_csv.rows([[k, f"{share[k]:.6g}", f"{totals[k]:.6g}", *("" if x is None else f"{x:.6g}" for x in figures),
+            topics_csv.rows([[k, f"{share[k]:.6g}", f"{totals[k]:.6g}",
+                              *("" if x is None else f"{x:.6g}" for x in figures),
                               spreadsheet_cell(" ".join(w for w, _ in words[:20]))]])
             words_csv.rows([k, rank, spreadsheet_cell(w), f"{p:.6g}"] for rank, (w, p) in enumerate(words))
             for name, r in fields.items():

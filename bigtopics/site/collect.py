@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..infer import DocTopics
+from ..doc_topics import DocTopics
 from ..store import Store
 
 MAX_FIELD_VALUES = 500

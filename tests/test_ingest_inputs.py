@@ -7,8 +7,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from bigtopics.listing import input_files
-from bigtopics.readers import FormatOptions, InputError, InputReader, Unit, format_of, open_decompressed, parse_unit
+from bigtopics.ingest.inputs import (
+    FormatOptions,
+    InputError,
+    InputReader,
+    Unit,
+    format_of,
+    open_decompressed,
+    parse_unit,
+)
+from bigtopics.ingest.listing import input_files
 
 LINES = b"".join(b'{"id": %d, "text": "line %d"}\n' % (i, i) for i in range(1, 2001))
 
@@ -125,7 +133,8 @@ def test_lines_tsv_and_bow_formats():
     recs, _ = parse("lines", b"first doc\n\nthird\n")
     assert [(r.doc_id, r.text) for r in recs] == [("f:7", b"first doc"), ("f:8", b""), ("f:9", b"third")]
     recs, _ = parse("tsv", b"d1\tsports\tthe game\nd2\tnews\ttext\twith tab\n")
-    assert [(r.doc_id, r.meta["label"], r.text) for r in recs] == [("d1", "sports", "the game"), ("d2", "news", "text\twith tab")]
+    assert [(r.doc_id, r.meta["label"], r.text) for r in recs] == [("d1", "sports", "the game"),
+                                                                    ("d2", "news", "text\twith tab")]
     with pytest.raises(InputError, match="f:7: expected id<TAB>label<TAB>text"):
         parse("tsv", b"only one field\n")
     (rec,), _ = parse("bow-jsonl", b'{"id": "b", "counts": {"apple": 2, "pear": 1}, "vol": 3}\n')

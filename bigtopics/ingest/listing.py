@@ -19,8 +19,8 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from .outputs import written_by_bigtopics
-from .places import what_is
+from ..outputs import written_by_bigtopics
+from ..places import what_is
 
 Problem = Callable[[str, str, bool], None]  # (name, reason, is it an error (else a note))
 

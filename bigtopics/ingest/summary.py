@@ -51,21 +51,23 @@ class IngestReport:
             f"(budget {format_bytes(self.memory_budget)} in all)",
             f"vocabulary: {self.n_distinct:,} distinct words seen, spilled in {self.n_runs:,} runs "
             f"({format_bytes(self.run_bytes)}) and merged from disk",
-            f"dropped: {s['empty_docs_dropped']:,} empty documents, {s['binary_files_skipped']:,} binary-looking files, "
-            f"{s['bad_lines_skipped']:,} bad lines skipped; {s['invalid_utf8_docs']:,} documents had invalid UTF-8 (replaced)",
+            f"dropped: {s['empty_docs_dropped']:,} empty documents, "
+            f"{s['binary_files_skipped']:,} binary-looking files, {s['bad_lines_skipped']:,} bad lines skipped; "
+            f"{s['invalid_utf8_docs']:,} documents had invalid UTF-8 (replaced)",
         ]
         if self.bad_files:
             shown = "; ".join(f"{name}: {reason}" for name, reason in self.bad_files[:MAX_NAMED])
             more = f"; and {len(self.bad_files) - MAX_NAMED:,} more (the store's settings list them all)" \
                 if len(self.bad_files) > MAX_NAMED else ""
-            lines.append(f"skipped {len(self.bad_files):,} files or folders that could not be read whole: {shown}{more}")
+            lines.append(f"skipped {len(self.bad_files):,} files or folders that could not be read whole: "
+                         f"{shown}{more}")
         if self.notes:
             lines.append(f"read once {len(self.notes):,} folders reached twice through symbolic links: "
                          + ", ".join(name for name, _ in self.notes[:MAX_NAMED]))
         if self.vocabulary_from:
             words, tokens = self.pruned["out_of_vocabulary"]
-            lines.append(f"vocabulary of {self.vocabulary_from}: {words:,} words ({tokens:,} tokens) out of it dropped; "
-                         f"stop words removed {s['stop_tokens']:,} tokens")
+            lines.append(f"vocabulary of {self.vocabulary_from}: {words:,} words ({tokens:,} tokens) "
+                         f"out of it dropped; stop words removed {s['stop_tokens']:,} tokens")
             return "\n".join(lines)
         p = self.pruning
         rules = {"zero": "stop words", "min_df": f"min-df {p.min_df}", "max_df": f"max-df {p.max_df}",

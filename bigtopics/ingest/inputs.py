@@ -28,9 +28,9 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
-from .input_formats import LINE_FORMATS, FormatOptions, InputError, Record
+from ..input_formats import LINE_FORMATS, FormatOptions, InputError, Record
+from ..memory import format_bytes
 from .listing import input_files, overlapping_inputs, read_file_list
-from .memory import format_bytes
 
 EXTENSION_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".tsv": "tsv"}
 COMPRESSION_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
