@@ -5,6 +5,12 @@ on one core (parallel efficiency), with peak RSS and the first-minibatch (numba 
     python benchmarks/bench_train.py --store my.zarr -k 100 -k 1000 --docs 20000 --repeat 5
     python benchmarks/bench_train.py --option sampler=mh --option local_step=gibbs
     python benchmarks/bench_train.py --tomotopy              # and tomotopy's sweeps, side by side
+    python benchmarks/bench_train.py --against /tmp/before   # and another checkout's bigtopics, interleaved
+
+With --against TREE (a checkout of another version, e.g. `git worktree add /tmp/before COMMIT`),
+every warm and timed run is made once with this tree's bigtopics and once with TREE's (its
+PYTHONPATH), interleaved within each round, and the report adds TREE's time over this tree's,
+per round: a before/after comparison in one run.
 
 For each K, one process trains `--warm` documents (default: one epoch of the Gutenberg sections,
 so the table is the size it keeps in a long run) and checkpoints; then every timed run resumes a
@@ -100,9 +106,12 @@ def timed_child(run: str, workers: int, docs: int) -> dict:
                 "peak_rss_mib": peak_rss_bytes(include_children=False) / 2**20}
 
 
-def run_child(kind: str, spec: dict) -> dict:
+def run_child(kind: str, spec: dict, tree: str | None = None) -> dict:
+    """A child of `kind` with this tree's bigtopics, or `tree`'s (put first on its PYTHONPATH)."""
+    env = os.environ if tree is None else {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [tree, os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps({"kind": kind, **spec})], check=True,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -125,6 +134,7 @@ def main() -> None:
     parser.add_argument("--tomotopy-sweeps", type=int, default=5,
                         help="tomotopy sweeps timed at each K, after as many untimed")
     parser.add_argument("--json", help="write every run's figures to this file")
+    parser.add_argument("--against", metavar="TREE", help="also time another checkout's bigtopics, interleaved")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -149,21 +159,27 @@ def main() -> None:
     worker_counts = sorted(set(args.workers or [cores, 1]), reverse=True)
     ks = args.topics or [100, 1000, 2000]
     work = Path(tempfile.mkdtemp(prefix="bench-train-", dir=cache))
-    warmed, runs, peer = {}, [], {}
+    trees = [None] + ([str(Path(args.against).resolve())] if args.against else [])
+    warmed, runs, peer, against = {}, [], {}, {}
     try:
         for k in ks:
-            warmed[k] = run_child("warm", {"store": store, "run": str(work / f"k{k}"), "k": k, "warm": warm,
-                                           "batch_size": args.batch_size, "options": options})
+            for tree in trees:
+                run = str(work / f"k{k}{'-against' if tree else ''}")
+                warmed[k, tree] = run_child("warm", {"store": store, "run": run, "k": k, "warm": warm,
+                                                     "batch_size": args.batch_size, "options": options}, tree)
+            warmed[k] = warmed[k, None]
             print(f"K={k}: warmed up on {warm:,} documents in {warmed[k]['warm_seconds']:.0f} s "
                   f"(first minibatch, with numba compilation: {warmed[k]['first_minibatch_s']:.1f} s)", flush=True)
         for rep in range(args.repeat):
             for k in ks:
                 for workers in worker_counts:
-                    r = run_child("timed", {"run": str(work / f"k{k}"), "workers": workers, "docs": args.docs})
-                    r.update(k=k, repeat=rep)
-                    runs.append(r)
-                    print(f"  run {rep + 1}/{args.repeat} K={k:5d} workers={workers}: {r['tokens_per_s']:>10,.0f} "
-                          f"tokens/s {r['s_per_10k_docs']:6.2f} s/10k docs", flush=True)
+                    for tree in trees:
+                        run = str(work / f"k{k}{'-against' if tree else ''}")
+                        r = run_child("timed", {"run": run, "workers": workers, "docs": args.docs}, tree)
+                        r.update(k=k, repeat=rep)
+                        (against.setdefault((k, workers), []) if tree else runs).append(r)
+                        print(f"  run {rep + 1}/{args.repeat} K={k:5d} workers={workers}{' ' + tree if tree else ''}: "
+                              f"{r['tokens_per_s']:>10,.0f} tokens/s {r['s_per_10k_docs']:6.2f} s/10k docs", flush=True)
         corpus = str(peer_corpus(store)) if args.tomotopy else None
         for k in ks if args.tomotopy else []:
             peer[k] = run_child("tomotopy", {"corpus": corpus, "n_docs": n_docs, "k": k, "alpha": warmed[k]["alpha"],
@@ -210,11 +226,19 @@ def main() -> None:
         print(f"time per 10k documents, K={k} vs K={ks[0]}: {best(k, most) / best(ks[0], most):.2f}x "
               f"(medians: {median(k, most) / median(ks[0], most):.2f}x; "
               f"per round: {per_round((k, most), (ks[0], most)):.2f}x)")
+    for (k, workers), theirs in against.items():
+        mine = {m["repeat"]: m["s_per_10k_docs"] for m in runs if (m["k"], m["workers"]) == (k, workers)}
+        ratios = [r["s_per_10k_docs"] / mine[r["repeat"]] for r in theirs]
+        print(f"{args.against} against this tree, K={k} workers={workers}: "
+              f"{min(t['s_per_10k_docs'] for t in theirs):.2f} s/10k docs (best) against {best(k, workers):.2f}; "
+              f"its time / this tree's, per round: "
+              f"median {statistics.median(ratios):.3f} (rounds: {', '.join(f'{x:.3f}' for x in ratios)})")
     if peer:
         print_peer_comparison(peer, warmed, ks, most, best, args.tomotopy_sweeps)
     if args.json:
-        Path(args.json).write_text(json.dumps({"warm": warmed, "runs": runs, "options": options, "tomotopy": peer},
-                                              indent=2))
+        Path(args.json).write_text(json.dumps({"warm": {k: warmed[k] for k in ks}, "runs": runs, "options": options,
+                                               "tomotopy": peer, "against": {args.against: [
+                                                   r for theirs in against.values() for r in theirs]}}, indent=2))
 
 
 def print_peer_comparison(peer: dict, warmed: dict, ks: list, workers: int, best, sweeps: int) -> None:

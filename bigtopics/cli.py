@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import signal
 import sys
@@ -77,6 +78,20 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def _interrupt_again_if_dropped(unraisable) -> None:
+    """sys.unraisablehook: Python prints and drops an exception raised in a callback from C, and
+    numba's compiler calls back into Python (through ctypes), so Ctrl-C or SIGTERM landing there
+    would be lost and the command would go on to exit 0. The signal is sent again a moment later,
+    when the program is back in its own code; other exceptions go to Python's hook."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+        return
+    signum = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT
+    again = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
+
+
 def user_errors(fn):
     """Report anticipated errors as `error: ...` on stderr: exit status 2 for a usage error, 1 for
     a failure at run time, 130 after Ctrl-C, 143 after SIGTERM; with --debug, the traceback too."""
@@ -85,6 +100,9 @@ def user_errors(fn):
     def wrapper(*args, debug=False, **kwargs):
         try:
             commands_take_interrupts()  # (until here, Ctrl-C ends the command quietly: startup.py)
+            # a client whose scheduler stopped answering logs that it gave up: a second line beside
+            # cluster.ClusterLost's one, which says it (muted here, in the command, not in a program using bigtopics)
+            logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
             return fn(*args, **kwargs)
         except KeyboardInterrupt as e:
             note = INTERRUPTED.get(fn.__name__, "nothing half-written is left behind")
@@ -115,6 +133,7 @@ def main():
     warnings.formatwarning = _plain_warning
     if threading.current_thread() is threading.main_thread():  # (signal handlers are set there only)
         signal.signal(signal.SIGTERM, _terminate)
+        sys.unraisablehook = _interrupt_again_if_dropped
 
 
 # -- ingest and info ------------------------------------------------------------------------
@@ -380,6 +399,8 @@ def train(store, run_dir, resume_dir, cluster, scheduler, snapshot_every, overwr
         if not store or not run_dir or "n_topics" not in given:
             raise click.UsageError("give STORE, -o RUN_DIR and -k TOPICS (or --resume RUN_DIR)")
         trainer = Trainer(store, run_dir, TrainSettings(**given), quiet=quiet, **options)
+    if not quiet and trainer.executor.where():
+        click.echo(f"training {trainer.executor.where()}", err=True)
     model_path = trainer.run(overwrite=overwrite)
     if trainer.already_finished:
         click.echo(f"{run_dir} has already finished ({trainer.state.docs_seen:,} documents seen); "

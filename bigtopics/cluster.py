@@ -18,7 +18,6 @@ that stops answering (`may_try_again` tells which) ends the work, as ClusterLost
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from concurrent.futures import CancelledError
@@ -47,16 +46,14 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
         kind, _, count = cluster.partition(":")
         if kind != "local" or not count.isdigit() or int(count) < 1:
             raise OptionError(f"--cluster {cluster!r}: give local:N (N worker processes)")
-        local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None)
+        # the dashboard on a free port (the distributed extra installs bokeh for it): Executor.where says which
+        local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=":0")
         try:
             return Client(local)
         except BaseException:  # (a Ctrl-C while connecting) the worker processes would outlive the command
             local.close()
             raise
-    client = Client(scheduler, timeout="10s")  # a running scheduler answers at once
-    # the client logs that it gave up on its scheduler: a second line beside ClusterLost's, which says it
-    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
-    return client
+    return Client(scheduler, timeout="10s")  # a running scheduler answers at once
 
 
 @contextmanager
@@ -156,6 +153,23 @@ def _compute_on_worker(compute: Callable, data: tuple, rows, args: tuple):
 
 
 # -- sending data that has no task behind it -----------------------------------------------------
+def gathered(client, futures: list, watch: Callable[[], None], every: float) -> list:
+    """client.gather(futures), calling `watch` every `every` seconds while they are not done (it
+    raises to stop waiting: a worker that will never run them). A failed or cancelled future
+    ends the wait at once, and gather raises its error."""
+    from distributed import wait
+
+    while True:
+        try:
+            wait(futures, timeout=every)
+            break
+        except TimeoutError:
+            watch()
+        except Exception:  # (a failed or cancelled future) gather raises what retried() expects
+            break
+    return client.gather(futures)
+
+
 def scatter_until_sent(client, data):
     """client.scatter(data), tried again when it fails: a worker that died is listed by the
     scheduler until it notices, and a scatter to it fails once the connection times out."""

@@ -33,12 +33,15 @@ def run(script, *args, timeout=600):
 def test_bench_train(store, tmp_path):
     figures = tmp_path / "train.json"
     out = run("bench_train.py", "--store", store, "-k", 4, "-k", 8, "--warm", 64, "--docs", 96, "--batch-size", 32,
-              "--repeat", 1, "--workers", 1, "--workers", 2, "--option", "samples=1", "--json", figures)
+              "--repeat", 1, "--workers", 1, "--workers", 2, "--option", "samples=1", "--json", figures,
+              "--against", BENCHMARKS.parent)
     assert "time per 10k documents, K=8 vs K=4" in out and "'samples': 1" in out
     assert "parallel efficiency at K=8" in out and "per round" in out
-    runs = json.loads(figures.read_text())["runs"]
-    assert {(r["k"], r["workers"]) for r in runs} == {(4, 1), (8, 1), (4, 2), (8, 2)}
-    assert all(r["docs"] >= 96 and r["tokens_per_s"] > 0 for r in runs)
+    assert f"{BENCHMARKS.parent} against this tree, K=8 workers=2: " in out and "per round: median" in out
+    result = json.loads(figures.read_text())
+    for runs in (result["runs"], result["against"][str(BENCHMARKS.parent)]):
+        assert {(r["k"], r["workers"]) for r in runs} == {(4, 1), (8, 1), (4, 2), (8, 2)}
+        assert all(r["docs"] >= 96 and r["tokens_per_s"] > 0 for r in runs)
 
 
 def test_bench_epoch(store, tmp_path):

@@ -126,3 +126,31 @@ def test_info_and_topics_read_a_run_in_progress_and_sigterm_exits_143(store, tmp
     inference.send_signal(signal.SIGTERM)
     _, err = inference.communicate(timeout=60)
     assert inference.returncode == 143 and err.startswith("terminated: the parts inferred so far are kept"), err
+
+
+# SIGTERM while Python runs a callback from C: numba's compiler calls back into Python through
+# ctypes, and an exception raised there is printed and dropped ("Exception ignored on calling
+# ctypes callback function"), so the command went on and exited 0.
+IN_A_CALLBACK = """
+import ctypes, sys, time
+from bigtopics import cli
+cli.main.callback()  # the handlers every command runs with
+def compiling():
+    print("in the callback", flush=True)
+    time.sleep(3)
+try:
+    ctypes.CFUNCTYPE(None)(compiling)()
+    time.sleep(10)
+    print("went on")
+except cli.Terminated:
+    print("terminated")
+"""
+
+
+def test_sigterm_inside_a_callback_from_c_still_stops_the_command():
+    process = subprocess.Popen([sys.executable, "-c", IN_A_CALLBACK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    assert process.stdout.readline() == "in the callback\n"
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert out == "terminated\n" and err == "", (out, err)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,14 @@ from click.testing import CliRunner
 
 distributed = pytest.importorskip("distributed")
 
+from dask import config as dask_config  # noqa: E402
+from dask.utils import key_split  # noqa: E402
+
 from bigtopics.cli import main  # noqa: E402
 from bigtopics.executors import DaskExecutor  # noqa: E402
+from bigtopics.executors.dask import copies_that_do_not_fit  # noqa: E402
 from bigtopics.settings import TrainSettings  # noqa: E402
+from bigtopics.store import open_store  # noqa: E402
 from bigtopics.trainer import Trainer  # noqa: E402
 
 from .test_golden_models import model_hash  # noqa: E402
@@ -47,8 +53,6 @@ def train_with(store, run, executor=None, **settings):
 
 
 def dask(client, store):
-    from bigtopics.store import open_store
-
     return DaskExecutor(client, open_store(store))
 
 
@@ -178,7 +182,7 @@ def test_a_scatter_to_a_worker_removed_before_the_scheduler_heard_of_it_is_sent_
 def test_every_scatter_has_its_own_keys(store, client, tmp_path, monkeypatch):
     """Two runs on one cluster each send the workers a whole table: scattered under keys of their
     own, never under the table's field names, which a second scatter would claim as a copy of
-    the first's data."""
+    the first's data; and named for the dashboard, which groups keys by what key_split gives."""
     keys = []
     scatter = client.scatter
 
@@ -199,6 +203,7 @@ def test_every_scatter_has_its_own_keys(store, client, tmp_path, monkeypatch):
         _, trainer = train_with(store, tmp_path / run, dask(client, store), max_docs=600)
         assert trainer.executor.figures.get("tables_sent", 0) >= 1
     assert len(keys) == len(set(keys))
+    assert {key_split(key) for key in keys} == {"topic-word-update", "topic-word-table"}, keys
 
 
 def test_infer_parts_are_the_same_after_every_worker_is_killed(store, tmp_path):
@@ -240,10 +245,23 @@ def test_same_model_after_the_driver_is_killed_and_the_run_resumed(store, tmp_pa
     os.killpg(driver.pid, signal.SIGKILL)  # the driver and the cluster it started
     driver.wait()
     result = subprocess.run([sys.executable, "-m", "bigtopics.cli", "train", "--resume", str(run), "--cluster",
-                             "local:2", "--quiet"], capture_output=True, text=True)
+                             "local:2"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+    assert "training on the Dask cluster at tcp://127.0.0.1:" in result.stderr, result.stderr
+    assert "(2 workers); its dashboard: http://127.0.0.1:" in result.stderr, result.stderr
     expected, _ = train_with(store, tmp_path / "local", epochs=2, max_docs=2400)
     assert model_hash(run) == expected
+
+
+def test_a_local_cluster_serves_its_dashboard(store):
+    """--cluster local:N starts Dask's dashboard (bokeh comes with the distributed extra) on a free
+    port, and the executor says where it is."""
+    with DaskExecutor.from_options(open_store(store), workers=0, window_blocks=16, cluster="local:1",
+                                   scheduler=None) as executor:
+        where = executor.where()
+        assert where.startswith("on the Dask cluster at tcp://") and "(1 worker);" in where, where
+        with urllib.request.urlopen(where.split("its dashboard: ")[1], timeout=60) as page:
+            assert page.status == 200 and b"Dask" in page.read()
 
 
 def test_cluster_option_errors_are_one_line(store, tmp_path):
@@ -263,6 +281,35 @@ def test_an_unreachable_scheduler_is_one_line(store, tmp_path):
     assert result.stderr.strip().count("\n") == 0 and "error:" in result.stderr, result.stderr
     assert time.monotonic() - start < 60
     assert not Path(tmp_path / "r" / "model.zarr").exists()
+
+
+def test_a_worker_paused_below_its_copy_of_the_table_stops_the_run_in_one_line(store, tmp_path):
+    """A worker that Dask pauses (here at 10% of 1 GiB, below what Python and numba take) runs no
+    task: the run used to wait on it forever. It stops with one line and the resume command."""
+    memory = {"distributed.worker.memory.pause": 0.1, "distributed.worker.memory.target": False,
+              "distributed.worker.memory.spill": False, "distributed.worker.memory.terminate": False}
+    with dask_config.set(memory), distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                                           memory_limit="1GiB", dashboard_address=None) as cluster:
+        command = [sys.executable, "-m", "bigtopics.cli", "train", str(store), "-o", str(tmp_path / "r"), "-k", "3",
+                   "--max-docs", "600", "--scheduler", cluster.scheduler_address, "--quiet"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: worker tcp://127.0.0.1:") and "cannot hold its copy of the topic-word table" in line
+    assert "Dask pauses it at 10% of its memory limit of 1.0 GiB" in line, line
+    resume = f"resume with bigtopics train --resume {tmp_path / 'r'} --scheduler {cluster.scheduler_address}"
+    assert line.endswith(resume), line
+
+
+def test_what_a_worker_needs_for_its_copy_of_the_table():
+    gib = 1 << 30
+    workers = {"tcp://a:1": {"memory_limit": 4 * gib, "metrics": {"memory": 2 * gib}},
+               "tcp://b:1": {"memory_limit": 0, "metrics": {"memory": 10 * gib}}}
+    fits = copies_that_do_not_fit(workers, {"tcp://a:1": 0.8}, int(1.2 * gib))
+    assert fits == ""  # 2 + 1.2 = 3.2 GiB, Dask's pause at 80% of 4 GiB
+    refusal = copies_that_do_not_fit(workers, {"tcp://a:1": 0.8}, int(1.21 * gib))
+    assert refusal.startswith("worker tcp://a:1 cannot hold") and "3.2 GiB in all" in refusal, refusal
+    assert copies_that_do_not_fit(workers, {"tcp://a:1": False}, 100 * gib) == ""  # it never pauses
 
 
 def test_infer_on_a_running_cluster_gives_the_same_document_topics(store, client, tmp_path):

@@ -108,6 +108,10 @@ class Executor(ABC):
         """The global step on the table (TopicWordTable.update) after a minibatch."""
         table.update(stats.words, stats.topics, stats.values, rho, scale)
 
+    def where(self) -> str:
+        """Where the local steps run, for the line a command prints as it starts ("" in process)."""
+        return ""
+
     def metrics(self) -> dict:
         """Figures for the progress line and the metrics log (a cluster's workers, bytes, waits)."""
         return {}

@@ -43,7 +43,8 @@ from typing import Iterator
 import numpy as np
 
 from ..assignments import SavedAssignments
-from ..cluster import RETRIES, connect, retried, scattered
+from ..cluster import RETRIES, ClusterLost, connect, gathered, retried, scattered
+from ..memory import format_bytes
 from ..plan import MinibatchPlan
 from ..stats import SparseStats, StepResult, merge_results
 from ..store import Store
@@ -52,6 +53,7 @@ from .base import Executor, StepTask
 
 READ_AHEAD = 2  # minibatches whose reading is submitted ahead of the one sampling
 UPDATES_KEPT = 4  # the last global steps a worker's copy of the table can catch up with
+WATCH_SECONDS = 10.0  # waiting on the workers, how often to check that none is paused for memory
 
 
 # -- the driver's side ---------------------------------------------------------------------------
@@ -98,6 +100,10 @@ class DaskExecutor(Executor):
         self.version = 0
         self.updates: deque = deque(maxlen=UPDATES_KEPT)
         self.n_workers, self.workers_asked = 0, -1e9
+        self.worker_info: dict = {}  # the scheduler's description of each worker
+        self.worker_pause: dict[str, float | bool] = {}  # the fraction of its limit at which Dask pauses it
+        self.copy_bytes = 0  # the size of a worker's copy of the table, as last seen
+        self.scattered_count = 0
 
     @classmethod
     def from_options(cls, store: Store, *, workers: int, window_blocks: int, cluster: str | None,
@@ -116,9 +122,27 @@ class DaskExecutor(Executor):
     def _workers(self) -> int:
         """The cluster's workers now (asked of the scheduler at most once a second)."""
         if self.client.status == "running" and time.monotonic() - self.workers_asked > 1.0:
-            self.n_workers = len(self.client.scheduler_info().get("workers", {}))
+            self.worker_info = self.client.scheduler_info().get("workers", {})
+            self.n_workers = len(self.worker_info)
             self.workers_asked = time.monotonic()
+            if self.worker_info.keys() - self.worker_pause.keys():
+                self.worker_pause.update(retried(self.client, lambda: self.client.run(self.on_worker.pause_fraction)))
         return self.n_workers
+
+    def _watch_workers(self) -> None:
+        """(While waiting on the workers) ask the scheduler about them again, and stop if one cannot hold its copy."""
+        self.workers_asked = -1e9
+        self._check_copies_fit(self.copy_bytes)
+
+    def _check_copies_fit(self, copy_bytes: int) -> None:
+        """Refuse to go on (WorkersTooSmall) where a worker's copy of the table, of `copy_bytes`,
+        would bring it to the memory at which Dask pauses it: a paused worker runs no task, and
+        the run would wait on it forever."""
+        self.copy_bytes = copy_bytes
+        self._workers()
+        refusal = copies_that_do_not_fit(self.worker_info, self.worker_pause, copy_bytes)
+        if refusal:
+            raise WorkersTooSmall(refusal)
 
     def _submit_reads(self, plan: MinibatchPlan, task: StepTask) -> ClusterWork:
         work = ClusterWork(plan, self._shards(plan, task), [], [])
@@ -200,6 +224,7 @@ class DaskExecutor(Executor):
         return merge_results(self._retried(tally, work), saved.n_topics, self.words(work))
 
     def rows(self, work: ClusterWork, table: TopicWordTable, own: SparseStats | None = None, buffers=None):
+        self._check_copies_fit(table.nbytes())
         return ReplicaRows(table, self.version, own)
 
     def run(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
@@ -221,9 +246,9 @@ class DaskExecutor(Executor):
         start = time.monotonic()
         own = None
         if rows.own is not None:  # every shard takes the whole minibatch's out (topic totals)
-            own = scattered(self.client.scatter, rows.own, broadcast=True, direct=True, hash=False)
+            own = self._scatter_named(f"own-statistics-{rows.version}", rows.own)
             self.figures["bytes_sent"] += _nbytes(rows.own) * max(self._workers(), 1)
-        updates = [(version, scattered(sending.result)) for version, sending in self.updates]
+        updates = [(version, _only(scattered(sending.result))) for version, sending in self.updates]
         shards = list(zip(work.shards, work.batches))
         previous = (work.previous_topics if task.step.continues_chains and work.previous_topics is not None
                     else [None] * len(shards))
@@ -244,9 +269,7 @@ class DaskExecutor(Executor):
         if behind:  # workers without a current copy of the table: send them the whole table once
             holders = self.client.who_has([shards[i][1] for i in behind])
             workers = sorted({w for i in behind for w in holders.get(shards[i][1].key, ())})
-            # in a list: a dict would be scattered under its own keys ("indptr", ...), the same for every table
-            [state] = scattered(self.client.scatter, [rows.table.state()], workers=workers or None,
-                                 broadcast=True, direct=True, hash=False)
+            state = self._scatter_named(f"topic-word-table-{rows.version}", rows.table.state(), workers=workers or None)
             self.figures["tables_sent"] = self.figures.get("tables_sent", 0) + len(behind)
             for i, result in zip(behind, self._gather([submit(i, state) for i in behind])):
                 results[i] = result
@@ -262,17 +285,35 @@ class DaskExecutor(Executor):
         """The global step here, and its update sent to every worker's copy of the table."""
         table.update(stats.words, stats.topics, stats.values, rho, scale)
         self.version += 1
-        update = (stats.words, stats.topics, stats.values, rho, scale)
+        update = {self._key(f"topic-word-update-{self.version}"): (stats.words, stats.topics, stats.values, rho, scale)}
         # sent while the driver goes on (priors, checkpoints, the next plan); run() waits for it
-        sending = self.client.scatter(update, broadcast=True, direct=True, hash=False, asynchronous=True)
+        sending = self.client.scatter(update, broadcast=True, direct=True, asynchronous=True)
         self.updates.append((self.version, asyncio.run_coroutine_threadsafe(sending, self.client.loop.asyncio_loop)))
         self.figures["bytes_sent"] += _nbytes(stats) * max(self._workers(), 1)
 
+    def _key(self, name: str) -> str:
+        """A key of this run's own for scattered data: what the dashboard shows (Dask groups keys by
+        the name before the numbers), and never the key of another run's data on the same cluster."""
+        self.scattered_count += 1
+        return f"{name}-{self.scattered_count}-{self.session}"
+
+    def _scatter_named(self, name: str, data, workers=None):
+        """`data` scattered to every worker (or to `workers`) under a key of its own (_key)."""
+        return _only(scattered(self.client.scatter, {self._key(name): data}, workers=workers, broadcast=True,
+                               direct=True))
+
     def _gather(self, futures: list) -> list:
+        """The futures' results; a worker paused for lack of memory ends the wait (WorkersTooSmall)."""
         start = time.monotonic()
-        results = self.client.gather(futures)
+        results = gathered(self.client, futures, self._watch_workers, WATCH_SECONDS)
         self.figures["wait_seconds"] += time.monotonic() - start
         return results
+
+    def where(self) -> str:
+        link = self.client.dashboard_link if self.client.scheduler_info().get("services", {}).get("dashboard") else ""
+        n = self._workers()
+        return (f"on the Dask cluster at {self.client.scheduler.address} ({n} worker{'s' if n != 1 else ''})"
+                + (f"; its dashboard: {link}" if link else ""))
 
     def metrics(self) -> dict:
         self.outstanding = [f for f in self.outstanding if not f.done()]
@@ -290,6 +331,37 @@ class DaskExecutor(Executor):
             self.client.close()
         if cluster is not None:
             cluster.close()
+
+
+class WorkersTooSmall(ClusterLost):
+    """A worker's memory limit cannot hold its copy of the table (the run stops with its checkpoints)."""
+
+
+def copies_that_do_not_fit(workers: dict, pauses: dict, copy_bytes: int) -> str:
+    """Why the workers (the scheduler's `workers` description: memory_limit, 0 for none, and the
+    process's memory in use) cannot hold a copy of `copy_bytes` each, or "". A worker needs the
+    memory it uses now and one copy more: it builds its copy from the table's state sent whole,
+    and its pool grows by doubling, so for a moment it holds the copy twice. That must stay below
+    the fraction of its limit at which Dask pauses it (`pauses`; False: it never pauses)."""
+    for address, info in sorted(workers.items()):
+        limit, pause = info.get("memory_limit") or 0, pauses.get(address, 0.8)
+        if not limit or pause is False:
+            continue
+        used = info.get("metrics", {}).get("memory") or 0
+        needed, allowed = used + copy_bytes, pause * limit
+        if needed > allowed:
+            return (f"worker {address} cannot hold its copy of the topic-word table: it uses "
+                    f"{format_bytes(used)} and needs the copy's {format_bytes(copy_bytes)} more while the copy "
+                    f"is built or grows, {format_bytes(needed)} in all, and Dask pauses it at "
+                    f"{pause:.0%} of its memory limit of {format_bytes(limit)} ({format_bytes(allowed)}); give the "
+                    f"workers more memory (dask worker --memory-limit) or fewer topics, or train in process")
+    return ""
+
+
+def _only(futures: dict):
+    """The one future of a scatter of a one-item dict."""
+    [future] = futures.values()
+    return future
 
 
 def _nbytes(stats: SparseStats) -> int:

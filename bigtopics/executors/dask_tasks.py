@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import dask
 import numpy as np
 from distributed import WorkerPlugin, get_worker, secede
 
@@ -116,3 +117,8 @@ class WarmKernels(WorkerPlugin):
 
     def setup(self, worker):
         compile_step(self.step)
+
+
+def pause_fraction() -> float | bool:
+    """The fraction of this worker's memory limit at which Dask pauses it (False: never)."""
+    return dask.config.get("distributed.worker.memory.pause")
