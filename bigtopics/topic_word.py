@@ -25,6 +25,7 @@ import io
 import os
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from .atomic import is_disk_full, no_space, temporary_sibling
@@ -37,8 +38,12 @@ from .kernels.table import (
     gather_rows,
     rescale_and_drop,
 )
+from .kernels.table_parallel import APPLIED, add_parallel
 
 MIN_POOL_SLOTS = 4096
+# Updates with fewer entries run on one thread (add_scaled): below this the threads' start-up
+# costs more than they save (benchmarks/RESULTS.md, topic-word table).
+PARALLEL_MIN_ENTRIES = 20_000
 
 
 class _ArrayFiles:
@@ -207,6 +212,15 @@ class TopicWordTable:
             self.pi *= 1.0 - rho
             coef = rho * scale / self.pi
         first = 0
+        if numba.get_num_threads() > 1 and len(words) >= PARALLEL_MIN_ENTRIES:
+            # the same arrays bit for bit; NOT_GROUPED or NO_ROOM change nothing and leave it to add_scaled
+            outcome, pool_used, inserted = add_parallel(
+                words, topics, values, coef, self._row_start, self._row_capacity, self._row_size,
+                self._pool_topics, self._pool_values, self._pool_used, self._topic_sums, self.initial_capacity)
+            if outcome == APPLIED:
+                self._pool_used = pool_used
+                self.n_entries += inserted
+                first = len(words)
         while first < len(words):
             first, self._pool_used, inserted, room_needed = add_scaled(
                 words, topics, values, first, coef, self._row_start, self._row_capacity, self._row_size,
