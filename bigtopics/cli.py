@@ -92,6 +92,10 @@ def _interrupt_again_if_dropped(unraisable) -> None:
     again.start()
 
 
+def _only_critical(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.CRITICAL
+
+
 def user_errors(fn):
     """Report anticipated errors as `error: ...` on stderr: exit status 2 for a usage error, 1 for
     a failure at run time, 130 after Ctrl-C, 143 after SIGTERM; with --debug, the traceback too."""
@@ -101,8 +105,9 @@ def user_errors(fn):
         try:
             commands_take_interrupts()  # (until here, Ctrl-C ends the command quietly: startup.py)
             # a client whose scheduler stopped answering logs that it gave up: a second line beside
-            # cluster.ClusterLost's one, which says it (muted here, in the command, not in a program using bigtopics)
-            logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+            # cluster.ClusterLost's one, which says it (muted here, in the command, not in a program using
+            # bigtopics; a filter, since importing distributed sets its loggers' levels from Dask's config)
+            logging.getLogger("distributed.client").addFilter(_only_critical)
             return fn(*args, **kwargs)
         except KeyboardInterrupt as e:
             note = INTERRUPTED.get(fn.__name__, "nothing half-written is left behind")
