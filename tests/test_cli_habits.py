@@ -133,7 +133,7 @@ def test_info_and_topics_read_a_run_in_progress_and_sigterm_exits_143(store, tmp
 # ctypes callback function"), so the command went on and exited 0.
 IN_A_CALLBACK = """
 import ctypes, sys, time
-from bigtopics import cli
+from bigtopics import cli, command_errors
 cli.main.callback()  # the handlers every command runs with
 def compiling():
     print("in the callback", flush=True)
@@ -142,7 +142,7 @@ try:
     ctypes.CFUNCTYPE(None)(compiling)()
     time.sleep(10)
     print("went on")
-except cli.Terminated:
+except command_errors.Terminated:
     print("terminated")
 """
 
