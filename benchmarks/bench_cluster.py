@@ -9,19 +9,23 @@ processes, N = all cores). Kernels are compiled before the clock starts, on the 
 the worker plugin) on every worker. Printed per K: seconds per epoch of each and their ratio; the
 bytes sent to the workers and received from them per minibatch against the table's size at the
 end and against a dense K x V float64 matrix (what Spark MLlib's online LDA ships every step);
-and the driver's own time per minibatch (submitting the tasks, merging the shards, the global
-step and sending its update) as the serial part. The two models are compared bit for bit.
+the driver's own time per minibatch (submitting the tasks, gathering, the global step) as the
+serial part; and the workers' time per kind of task (Dask's task stream: run_shard samples and
+applies the last update, topic-word-update merges a slice of the exchange) and moving inputs
+between them. The two models are compared bit for bit.
 
 A projection of an epoch of the core paper's corpus (33 billion words in 44 million sections) at
-the largest K on 8, 32 and 128 machines of 16 cores follows from these figures: Amdahl's law
-with the measured serial part and worker time per token, and the measured bytes per minibatch
-over a 10 Gbit/s network (docs/distributed.md says what would have to change beyond that).
+the last K, in process on 16 cores and on 8, 32 and 128 machines of 16 cores, follows from these
+parts (the model and its assumptions: cluster_model.py), with minibatches of --batch-size and
+with minibatches that grow with the cluster (one more cluster run at --grown-batch-size measures
+how the update grows with the minibatch).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -29,9 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from cluster_model import Parts, epoch_hours, in_process_hours
+
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "gutenberg_books" / "docs.jsonl.gz"
 PAPER_TOKENS, PAPER_DOCS = 33e9, 44e6
-NETWORK_BYTES_PER_S = 10e9 / 8
 MACHINES, CORES_PER_MACHINE = (8, 32, 128), 16
 
 
@@ -57,7 +62,15 @@ def epoch_child(store: str, run: str, k: int, batch_size: int, cluster: str | No
         executor.warm_up(settings.step)
     trainer = Trainer(store, run, settings, quiet=True, snapshot_seconds=1e9, executor=executor)
     figures = executor.metrics()
-    trainer.run()
+    if cluster:
+        from distributed import get_task_stream
+
+        with get_task_stream(executor.client) as stream:
+            trainer.run()
+        task_seconds = worker_seconds(stream.data)
+        per_task = scheduler_seconds_per_task(executor.client)
+    else:
+        trainer.run()
     st = trainer.state
     group = zarr.open_group(Path(run) / "model.zarr", mode="r")
     digest = hashlib.sha256(b"".join(np.asarray(group[name][:]).tobytes() for name in
@@ -70,7 +83,23 @@ def epoch_child(store: str, run: str, k: int, batch_size: int, cluster: str | No
     if cluster:
         figures = {**executor.metrics(), **executor.figures}
         record["cluster_figures"] = figures
+        record["task_seconds"] = task_seconds
+        record["scheduler_per_task"] = per_task
     return record
+
+
+def worker_seconds(stream: list[dict]) -> dict:
+    """The workers' seconds computing each kind of task and moving their inputs, summed over the
+    run, from Dask's task stream: {"run_shard": .., "topic-word-update" (the exchange's merges):
+    .., ..., "transfer": ..}."""
+    from dask.utils import key_split
+
+    seconds: dict[str, float] = {}
+    for task in stream:
+        for part in task["startstops"]:
+            name = key_split(task["key"]) if part["action"] == "compute" else part["action"]
+            seconds[name] = seconds.get(name, 0.0) + part["stop"] - part["start"]
+    return seconds
 
 
 def run_child(spec: dict) -> dict:
@@ -79,28 +108,49 @@ def run_child(spec: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def project(local: dict, remote: dict) -> list[str]:
-    """An epoch of the paper's corpus on M machines of 16 cores, from the measured parts."""
-    f = remote["cluster_figures"]
-    n = remote["minibatches"]
-    serial = (remote["phase_seconds"].get("freeze", 0) + remote["phase_seconds"].get("global_step", 0)
-              + f["driver_seconds"]) / n
-    docs_per_minibatch = remote["docs"] / n
-    # worker time per token: the in-process loop less its serial part, on its cores
+def scheduler_seconds_per_task(client, n: int = 2000) -> float:
+    """The cluster's cost per task, submitting and gathering `n` tasks that do nothing."""
+    client.gather(client.map(abs, range(-50, 0)))  # warm
+    start = time.perf_counter()
+    client.gather(client.map(abs, range(-n, 0)))
+    return (time.perf_counter() - start) / n
+
+
+def measured_parts(local: dict, remote: dict, grown: dict | None) -> Parts:
+    """The model's parts (cluster_model.py) from an in-process run and a cluster run at the same
+    K (and, for how the update grows with the minibatch, a cluster run at a larger one)."""
     cores = os.cpu_count() or 1
-    local_serial = local["phase_seconds"].get("freeze", 0) + local["phase_seconds"].get("global_step", 0)
-    per_token = (local["seconds"] - local_serial) * cores / local["tokens"]
-    bytes_per_minibatch = f["bytes_sent_per_minibatch"] + f["bytes_received_per_minibatch"]
-    minibatches = PAPER_DOCS / docs_per_minibatch
-    lines = [f"projection, K={remote['k']}: {minibatches:,.0f} minibatches of {docs_per_minibatch:.0f} sections; "
-             f"serial {serial * 1e3:.1f} ms and {bytes_per_minibatch / 2**20:.1f} MiB on the wire per minibatch; "
-             f"{per_token * 1e9:.0f} ns of worker time per token"]
-    for machines in MACHINES:
-        parallel = PAPER_TOKENS * per_token / (machines * CORES_PER_MACHINE)
-        wire = minibatches * bytes_per_minibatch / NETWORK_BYTES_PER_S
-        total = minibatches * serial + parallel + wire
-        lines.append(f"  {machines:4d} machines: {total / 3600:6.1f} h  (serial {minibatches * serial / 3600:.1f} h, "
-                     f"sampling {parallel / 3600:.1f} h, network {wire / 3600:.1f} h)")
+    n = local["minibatches"]
+    step = local["phase_seconds"].get("global_step", 0) / n
+    local_serial = sum(local["phase_seconds"].get(name, 0) for name in ("freeze", "global_step"))
+    f = remote["cluster_figures"]
+    m = remote["minibatches"]
+    gamma = 1.0
+    if grown is not None:
+        g = grown["cluster_figures"]
+        ratio = (g["update_entries"] / grown["minibatches"]) / (f["update_entries"] / m)
+        gamma = math.log(ratio) / math.log((grown["docs"] / grown["minibatches"]) / (remote["docs"] / m))
+    return Parts(docs=remote["docs"] / m, tokens=remote["tokens"] / m,
+                 sample_cpu_per_token=(local["seconds"] - local_serial) * cores / local["tokens"],
+                 step_seconds=step, update_entries=f["update_entries"] / m,
+                 merge_cpu_per_entry=remote["task_seconds"].get("topic-word-update", 0) / max(f["shard_entries"], 1),
+                 scheduler_per_task=remote["scheduler_per_task"], gamma=gamma)
+
+
+def project(parts: Parts, k: int, batch_size: int) -> list[str]:
+    """An epoch of the paper's corpus in process and on M machines of 16 cores, from the parts."""
+    lines = [f"projection, K={k} (benchmarks/cluster_model.py): per minibatch of {parts.docs:.0f} sections "
+             f"{parts.update_entries:,.0f} update entries (growing as docs^{parts.gamma:.2f}), global step "
+             f"{parts.step_seconds * 1e3:.1f} ms, sampling {parts.sample_cpu_per_token * 1e9:.0f} ns a token, merge "
+             f"{parts.merge_cpu_per_entry * 1e9:.0f} ns a shard entry, {parts.scheduler_per_task * 1e3:.2f} ms a task"]
+    alone = in_process_hours(parts, CORES_PER_MACHINE, PAPER_DOCS, PAPER_TOKENS, batch_size)
+    lines.append(f"  in process, 1 machine of {CORES_PER_MACHINE} cores: {alone:6.2f} h")
+    for grow in (False, True):
+        for machines in MACHINES:
+            docs = batch_size * (max(machines // 8, 1) if grow else 1)
+            hours, shares = epoch_hours(parts, machines, CORES_PER_MACHINE, PAPER_DOCS, PAPER_TOKENS, docs)
+            lines.append(f"  {machines:4d} machines, {docs:6d} sections a minibatch: {hours:6.2f} h  ("
+                         + ", ".join(f"{name} {share:.2f}" for name, share in shares.items()) + ")")
     return lines
 
 
@@ -110,6 +160,11 @@ def main() -> None:
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bigtopics-bench"))
     parser.add_argument("-k", "--topics", type=int, action="append", help="K values (default 100 1000 2000)")
     parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--workers", type=int, action="append",
+                        help="worker processes of the LocalCluster (repeatable; default: one per core)")
+    parser.add_argument("--grown-batch-size", type=int, default=4096,
+                        help="a second cluster run at the last K with this minibatch size, for how the update "
+                             "grows with it (0: none)")
     parser.add_argument("--json", help="write every run's figures to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -123,35 +178,51 @@ def main() -> None:
     store = args.store or str(ensure_store(DEFAULT_CORPUS, Path(args.cache), 1000))
     results = []
     with tempfile.TemporaryDirectory(dir=args.cache) as work:
+        def child(k: int, cluster: str | None, batch_size: int = args.batch_size) -> dict:
+            start = time.monotonic()
+            record = run_child({"store": store, "run": str(Path(work) / f"k{k}-{cluster}-{batch_size}"), "k": k,
+                                "batch_size": batch_size, "cluster": cluster})
+            return {**record, "wall_seconds": time.monotonic() - start}
+
         for k in args.topics or [100, 1000, 2000]:
-            pair = {}
-            for cluster in (None, f"local:{cores}"):
-                start = time.monotonic()
-                pair[cluster] = run_child({"store": store, "run": str(Path(work) / f"k{k}-{cluster}"), "k": k,
-                                           "batch_size": args.batch_size, "cluster": cluster})
-                pair[cluster]["wall_seconds"] = time.monotonic() - start
-            local, remote = pair[None], pair[f"local:{cores}"]
-            f = remote["cluster_figures"]
-            n = remote["minibatches"]
-            phases = remote["phase_seconds"]
-            rows_ms, step_ms = phases.get("freeze", 0) / n * 1e3, phases.get("global_step", 0) / n * 1e3
-            driver = rows_ms + step_ms + f["driver_seconds"] / n * 1e3
-            print(f"K={k:5d}: epoch {local['seconds']:.1f} s in process ({cores} threads), {remote['seconds']:.1f} s "
-                  f"on {f['workers']} workers = {remote['seconds'] / local['seconds']:.2f}x; same model: "
-                  f"{local['model_sha256'] == remote['model_sha256']}", flush=True)
-            print(f"         per minibatch: sent {f['bytes_sent_per_minibatch'] / 2**20:.2f} MiB, received "
-                  f"{f['bytes_received_per_minibatch'] / 2**20:.2f} MiB; table {remote['table_bytes'] / 2**20:.1f} MiB "
-                  f"({remote['table_entries']:,} entries), dense K x V x 8 {remote['dense_bytes'] / 2**20:.0f} MiB; "
-                  f"sent/table {f['bytes_sent_per_minibatch'] / remote['table_bytes']:.3f}, "
-                  f"sent/dense {f['bytes_sent_per_minibatch'] / remote['dense_bytes']:.4f}", flush=True)
-            print(f"         driver per minibatch {driver:.1f} ms (previous visits {rows_ms:.1f}, tasks and merge "
-                  f"{f['driver_seconds'] / n * 1e3:.1f}, global step and its update {step_ms:.1f}); waiting on workers "
-                  f"{f['wait_seconds'] / n * 1e3:.0f} ms", flush=True)
-            results.append({"k": k, "in_process": local, "cluster": remote})
-    for line in project(results[-1]["in_process"], results[-1]["cluster"]):
-        print(line)
+            local = child(k, None)
+            for workers in args.workers or [cores]:
+                remote = child(k, f"local:{workers}")
+                report(k, local, remote, cores)
+                results.append({"k": k, "workers": workers, "in_process": local, "cluster": remote})
+        grown = None
+        if args.grown_batch_size and "update_entries" in results[-1]["cluster"]["cluster_figures"]:
+            grown = child(results[-1]["k"], f"local:{results[-1]['workers']}", args.grown_batch_size)
+            results[-1]["grown"] = grown
+    last = results[-1]
+    if "update_entries" in last["cluster"]["cluster_figures"]:  # (not measured before the exchange)
+        for line in project(measured_parts(last["in_process"], last["cluster"], grown), last["k"], args.batch_size):
+            print(line)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+def report(k: int, local: dict, remote: dict, cores: int) -> None:
+    f = remote["cluster_figures"]
+    n = remote["minibatches"]
+    phases = remote["phase_seconds"]
+    rows_ms, step_ms = phases.get("freeze", 0) / n * 1e3, phases.get("global_step", 0) / n * 1e3
+    driver = rows_ms + step_ms + f["driver_seconds"] / n * 1e3
+    print(f"K={k:5d}: epoch {local['seconds']:.1f} s in process ({cores} threads), {remote['seconds']:.1f} s "
+          f"on {f['workers']} workers = {remote['seconds'] / local['seconds']:.2f}x; same model: "
+          f"{local['model_sha256'] == remote['model_sha256']}", flush=True)
+    print(f"         per minibatch: sent {f['bytes_sent_per_minibatch'] / 2**20:.2f} MiB, received "
+          f"{f['bytes_received_per_minibatch'] / 2**20:.2f} MiB; table {remote['table_bytes'] / 2**20:.1f} MiB "
+          f"({remote['table_entries']:,} entries), dense K x V x 8 {remote['dense_bytes'] / 2**20:.0f} MiB; "
+          f"update {f.get('update_entries', 0) / n:,.0f} entries, shards {f.get('shard_entries', 0) / n:,.0f}",
+          flush=True)
+    print(f"         driver per minibatch {driver:.1f} ms (previous visits {rows_ms:.1f}, tasks and gathering "
+          f"{f['driver_seconds'] / n * 1e3:.1f}, global step {step_ms:.1f}); waiting on workers "
+          f"{f['wait_seconds'] / n * 1e3:.0f} ms", flush=True)
+    tasks = ", ".join(f"{name} {seconds / n * 1e3:.1f}" for name, seconds in
+                      sorted(remote.get("task_seconds", {}).items(), key=lambda item: -item[1]))
+    print(f"         workers' ms per minibatch, all workers summed: {tasks}; "
+          f"{remote.get('scheduler_per_task', 0) * 1e3:.2f} ms a task", flush=True)
 
 
 if __name__ == "__main__":

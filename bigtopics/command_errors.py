@@ -59,10 +59,12 @@ def user_errors(fn):
     def wrapper(*args, debug=False, **kwargs):
         try:
             commands_take_interrupts()  # (until here, Ctrl-C ends the command quietly: startup.py)
-            # a client whose scheduler stopped answering logs that it gave up: a second line beside
-            # cluster.ClusterLost's one, which says it (muted here, in the command, not in a program using
-            # bigtopics; a filter, since importing distributed sets its loggers' levels from Dask's config)
-            logging.getLogger("distributed.client").addFilter(_only_critical)
+            # a client whose scheduler stopped answering logs that it gave up, and that its batched
+            # comm closed mid-send: more lines beside cluster.ClusterLost's one, which says it (muted
+            # here, in the command, not in a program using bigtopics; a filter, since importing
+            # distributed sets its loggers' levels from Dask's config)
+            for name in ("distributed.client", "distributed.batched"):
+                logging.getLogger(name).addFilter(_only_critical)
             return fn(*args, **kwargs)
         except KeyboardInterrupt as e:
             note = INTERRUPTED.get(fn.__name__, "nothing half-written is left behind")

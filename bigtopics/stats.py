@@ -129,3 +129,28 @@ def merge_results(results: list[StepResult], n_topics: int, distinct: np.ndarray
     return StepResult(distinct[merged_words], topics, sums, results[0].divisor,
                       None if last[0] is None else np.concatenate(last),
                       None if counts[0] is None else type(counts[0]).merge(counts))
+
+
+def slice_bounds(distinct: np.ndarray, n_slices: int) -> np.ndarray:
+    """The first word id of slices 1..n_slices-1 of `distinct` (ascending word ids) cut into
+    n_slices parts of (nearly) equal numbers of words: word w is in slice searchsorted(bounds, w,
+    "right")."""
+    n_slices = max(1, min(int(n_slices), len(distinct)))
+    return np.asarray(distinct, np.int64)[[len(distinct) * s // n_slices for s in range(1, n_slices)]]
+
+
+def split_by_words(result: StepResult, bounds: np.ndarray) -> list[StepResult]:
+    """`result`'s (word, topic, sum) entries cut at the word ids `bounds` (slice_bounds): len(bounds)
+    + 1 results, each the entries of its words in their order, without last_sweep or prior counts.
+    Merging the shards' pieces of one slice (merge_results) gives that slice's words exactly as
+    merging the whole shards does, since a word's entries merge by themselves, shard by shard;
+    the merged slices concatenated in order are the merged minibatch (concatenated)."""
+    cuts = [0, *np.searchsorted(result.words, bounds, "left"), len(result.words)]
+    return [StepResult(result.words[lo:hi], result.topics[lo:hi], result.sums[lo:hi], result.divisor)
+            for lo, hi in zip(cuts[:-1], cuts[1:])]
+
+
+def concatenated(slices: list[StepResult]) -> StepResult:
+    """Merged slices of a minibatch, in word order, as one result (its statistics only)."""
+    return StepResult(*(np.concatenate([getattr(s, name) for s in slices]) for name in ("words", "topics", "sums")),
+                      slices[0].divisor)

@@ -405,6 +405,13 @@ class Store:
         if self.fingerprint() != state["fingerprint"]:
             raise StoreError(f"{self.location} changed since it was opened (it was ingested again?)")
 
+    @classmethod
+    def reopen(cls, state: dict) -> "Store":
+        """The store `__getstate__` described, opened in this process (and checked)."""
+        store = cls.__new__(cls)
+        store.__setstate__(state)
+        return store
+
     # -- sizes and vocabulary ------------------------------------------------------------
     @property
     def settings(self) -> dict:

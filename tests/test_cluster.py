@@ -182,7 +182,8 @@ def test_a_scatter_to_a_worker_removed_before_the_scheduler_heard_of_it_is_sent_
 def test_every_scatter_has_its_own_keys(store, client, tmp_path, monkeypatch):
     """Two runs on one cluster each send the workers a whole table: scattered under keys of their
     own, never under the table's field names, which a second scatter would claim as a copy of
-    the first's data; and named for the dashboard, which groups keys by what key_split gives."""
+    the first's data; and named for the dashboard, which groups keys by what key_split gives, as
+    the merged slices of each update are."""
     keys = []
     scatter = client.scatter
 
@@ -202,6 +203,7 @@ def test_every_scatter_has_its_own_keys(store, client, tmp_path, monkeypatch):
     for run in ("first", "second"):
         _, trainer = train_with(store, tmp_path / run, dask(client, store), max_docs=600)
         assert trainer.executor.figures.get("tables_sent", 0) >= 1
+        keys += [future.key for _, slices, _, _ in trainer.executor.updates for future in slices]
     assert len(keys) == len(set(keys))
     assert {key_split(key) for key in keys} == {"topic-word-update", "topic-word-table"}, keys
 

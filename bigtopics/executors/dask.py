@@ -7,13 +7,19 @@ worker holding the shard and returns the shard's statistics; merged in shard ord
 the minibatch's, bit for bit as in process (stats.merge_results).
 
 Each worker keeps a copy of the topic-word table (dask_tasks.Replica) and the driver keeps the
-table itself: after each global step the driver sends every worker the update it applied (the
-minibatch's merged statistics, rho and the scale: TopicWordTable.update) and the workers apply
-it too, so their copies stay the driver's table bit for bit, resets included. A shard's task
-names the table version it needs and the last few updates; a worker whose copy is older than
-those (one that joined, or a new run on the same cluster) answers NEED_TABLE and is sent the
-whole table once. So what goes to the workers per minibatch is the update, which grows with
-the statistics' nonzeros, never with K x V, and nothing waits on copying rows out of the table.
+table itself. The shards' statistics do not come to the driver to be merged: each shard's task
+keeps its statistics on its worker, cut into word slices, and answers with where they are; one
+task per slice (merge_slice, on a worker the scheduler picks) fetches that slice's pieces from
+the workers directly and merges them in shard order. The merged slices, in word order, are the
+minibatch's merged statistics bit for bit (stats.split_by_words), whatever the number of slices:
+so it is one per worker, and the merging grows with the cluster. The driver gathers the merged
+slices for its own table, and each worker's next shard takes them as its dependencies (Dask moves
+them from worker to worker) and applies the update to its copy, so the copies stay the driver's
+table bit for bit, resets included. A shard's task names the table version it needs and the last
+few updates; a worker whose copy is older than those (one that joined, or a new run on the same
+cluster) answers NEED_TABLE and is sent the whole table once. So what goes to a worker per
+minibatch is the merged update, which grows with the statistics' nonzeros, never with K x V, and
+nothing waits on copying rows out of the table.
 
 A step whose merge is exact (gibbs) gives the same model however a minibatch is cut, so with
 shard_docs 0 it is cut into one shard per worker. Any other step's shards are fixed by the
@@ -32,12 +38,11 @@ only a scheduler that stops answering (`may_try_again` tells which) ends the run
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections import deque
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 import numpy as np
@@ -46,7 +51,7 @@ from ..assignments import SavedAssignments
 from ..cluster import RETRIES, ClusterLost, connect, gathered, retried, scattered
 from ..memory import format_bytes
 from ..plan import MinibatchPlan
-from ..stats import SparseStats, StepResult, merge_results
+from ..stats import SparseStats, StepResult, concatenated, merge_results, slice_bounds
 from ..store import Store
 from ..topic_word import TopicWordTable
 from .base import Executor, StepTask
@@ -89,14 +94,17 @@ class DaskExecutor(Executor):
         self.cache_blocks = window_blocks
         self.warm = warm
         self.owns_client = owns_client  # a cluster this executor started (--cluster local:N) ends with it
-        # driver_seconds: packing each shard's rows and merging the shards' statistics (the serial
-        # part that the cluster adds); wait_seconds: waiting on the workers' results
+        # driver_seconds: submitting the tasks and putting the merged slices together (the
+        # serial part the cluster adds besides the global step); wait_seconds: waiting on the
+        # workers' results; shard_entries and update_entries: the (word, topic) entries of the
+        # shards' statistics and of the merged update
         self.figures = {"bytes_sent": 0, "bytes_received": 0, "wait_seconds": 0.0, "driver_seconds": 0.0,
-                        "minibatches": 0, "minibatches_submitted_again": 0}
+                        "minibatches": 0, "minibatches_submitted_again": 0, "shard_entries": 0, "update_entries": 0}
         self.outstanding: list = []  # futures submitted and not known to be done
         # the workers' copies of the table: this executor's own (a new run on the same cluster
         # starts afresh), at `version` global steps, with the futures of the last updates
         self.session = uuid.uuid4().hex
+        self.store_handle = dask_tasks.StoreHandle(self.session, store.__getstate__())  # opened once per worker
         self.version = 0
         self.updates: deque = deque(maxlen=UPDATES_KEPT)
         self.n_workers, self.workers_asked = 0, -1e9
@@ -104,6 +112,8 @@ class DaskExecutor(Executor):
         self.worker_pause: dict[str, float | bool] = {}  # the fraction of its limit at which Dask pauses it
         self.copy_bytes = 0  # the size of a worker's copy of the table, as last seen
         self.scattered_count = 0
+        self.exchanges = 0  # the steps run (and run again) so far: each exchange of statistics has its own name
+        self.update_slices: list = []  # the last step's merged slices (futures), until global_step sends them on
 
     @classmethod
     def from_options(cls, store: Store, *, workers: int, window_blocks: int, cluster: str | None,
@@ -153,8 +163,8 @@ class DaskExecutor(Executor):
         """Submit the tasks reading the work's shards on the workers (again, if the client had to
         connect to the scheduler again, which cancels every future it held)."""
         submit, worker, plan = self.client.submit, self.on_worker, work.plan
-        work.batches = [submit(worker.read_shard, self.store, plan.doc_numbers[lo:hi], self.cache_blocks, pure=False,
-                               retries=RETRIES) for lo, hi in work.shards]
+        work.batches = [submit(worker.read_shard, self.store_handle, plan.doc_numbers[lo:hi], self.cache_blocks,
+                               pure=False, retries=RETRIES) for lo, hi in work.shards]
         work.summaries = [submit(worker.describe_shard, b, pure=False, retries=RETRIES) for b in work.batches]
         self.outstanding.extend(work.batches + work.summaries)
 
@@ -171,8 +181,7 @@ class DaskExecutor(Executor):
         """Compile `step`'s kernels on every worker now and on every worker that joins later. A
         worker that dies while it compiles fails the scheduler's broadcast of the plugin (which the
         scheduler keeps for the workers that join): it is registered again, with the workers left."""
-        retried(self.client, lambda: self.client.register_plugin(self.on_worker.WarmKernels(step),
-                                                                  name="bigtopics-warm-kernels"))
+        retried(self.client, lambda: self.client.register_plugin(self.on_worker.WorkerSetup(step)))
         self.warm = False
 
     def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator[ClusterWork]:
@@ -229,11 +238,12 @@ class DaskExecutor(Executor):
 
     def run(self, work: ClusterWork, rows: ReplicaRows, task: StepTask) -> StepResult:
         """The step on the minibatch's shards, submitted again if the scheduler forgot data they
-        needed: scattered data (the updates, `own`, a whole table) has no task to compute it again,
-        so when the only worker holding it dies (Dask's memory manager keeps one copy of what no
-        waiting task needs, broadcast or not) the scheduler forgets it and cancels the shards
-        waiting on it. The next attempt sends no past updates: a worker whose copy is behind is
-        sent the whole table (NEED_TABLE). A scatter to a worker that has died but is still
+        needed: scattered data (`own`, a whole table) has no task to compute it again, so when the
+        only worker holding it dies (Dask's memory manager keeps one copy of what no waiting task
+        needs, broadcast or not) the scheduler forgets it and cancels the shards waiting on it; and
+        a merged slice lost with its worker cannot be merged again once its pieces are gone with
+        theirs (PiecesLost). The next attempt sends no past updates: a worker whose copy is behind
+        is sent the whole table (NEED_TABLE). A scatter to a worker that has died but is still
         listed fails (ScatterFailed), and is tried again the same way (retried); a task's own
         error (a storage error reading a shard) is not."""
         def again():
@@ -248,48 +258,63 @@ class DaskExecutor(Executor):
         if rows.own is not None:  # every shard takes the whole minibatch's out (topic totals)
             own = self._scatter_named(f"own-statistics-{rows.version}", rows.own)
             self.figures["bytes_sent"] += _nbytes(rows.own) * max(self._workers(), 1)
-        updates = [(version, _only(scattered(sending.result))) for version, sending in self.updates]
         shards = list(zip(work.shards, work.batches))
         previous = (work.previous_topics if task.step.continues_chains and work.previous_topics is not None
                     else [None] * len(shards))
+        self.exchanges += 1  # each attempt's pieces its own: a step run again never reads an older one's
+        exchange, bounds = str(self.exchanges), slice_bounds(self.words(work), max(self._workers(), 1))
+        updates = list(self.updates)
 
         def submit(i, table_state=None):
             (lo, hi), batch = shards[i]
             self.figures["bytes_sent"] += seeds[lo:hi].nbytes + (0 if previous[i] is None else previous[i][0].nbytes)
             return self.client.submit(self.on_worker.run_shard, batch, self.session, rows.version, updates, own,
-                                      task, seeds[lo:hi], table_state, previous[i], pure=False, retries=RETRIES)
+                                      task, seeds[lo:hi], (exchange, i, bounds), table_state, previous[i],
+                                      pure=False, retries=RETRIES)
 
         futures = [submit(i) for i in range(len(shards))]
         self.figures["driver_seconds"] += time.monotonic() - start
         self.outstanding.extend(futures)
-        results = self._gather(futures + ([] if work.described is not None else work.summaries))
-        results, work.described = results[:len(futures)], work.described or results[len(futures):]
+        done = self._gather(futures)
         need_table = self.on_worker.NEED_TABLE
-        behind = [i for i, result in enumerate(results) if isinstance(result, str) and result == need_table]
+        behind = [i for i, result in enumerate(done) if isinstance(result, str) and result == need_table]
         if behind:  # workers without a current copy of the table: send them the whole table once
             holders = self.client.who_has([shards[i][1] for i in behind])
             workers = sorted({w for i in behind for w in holders.get(shards[i][1].key, ())})
             state = self._scatter_named(f"topic-word-table-{rows.version}", rows.table.state(), workers=workers or None)
             self.figures["tables_sent"] = self.figures.get("tables_sent", 0) + len(behind)
             for i, result in zip(behind, self._gather([submit(i, state) for i in behind])):
-                results[i] = result
-        self.figures["bytes_received"] += sum(r.nbytes for r in results)
+                done[i] = result
+        slices = self._exchange(exchange, [d.address for d in done], len(bounds) + 1, rows.table.n_topics)
+        merged_slices = self._gather(slices)
+        self.figures["bytes_received"] += sum(d.nbytes for d in done) + sum(s.nbytes for s in merged_slices)
+        self.figures["shard_entries"] += sum(d.entries for d in done)
+        self.figures["update_entries"] += sum(len(s.words) for s in merged_slices)
         self.figures["minibatches"] += 1
         self.client.cancel(work.batches + work.summaries)  # the documents are no longer needed
+        self.update_slices = slices  # what global_step hands the workers' copies
         start = time.monotonic()
-        merged = merge_results(results, rows.table.n_topics)
+        statistics = concatenated(merged_slices)
+        # the last sweeps and the priors' counts (no statistics), shard after shard
+        rest = merge_results([d.rest for d in done], rows.table.n_topics)
         self.figures["driver_seconds"] += time.monotonic() - start
-        return merged
+        return replace(rest, words=statistics.words, topics=statistics.topics, sums=statistics.sums)
+
+    def _exchange(self, exchange: str, holders: list[str], n_slices: int, n_topics: int) -> list:
+        """Futures of the minibatch's statistics merged slice by slice on the workers (merge_slice).
+        Placed by the scheduler, which spreads tasks without inputs over idle workers (a task bound
+        to a worker that died along with every other waits forever, allow_other_workers or not).
+        Not retried: a merge fails only when pieces were lost with their worker, which no retry
+        brings back (the step is run again, `run`)."""
+        return [self.client.submit(self.on_worker.merge_slice, self.session, exchange, s, holders, n_topics,
+                                   key=self._key("topic-word-update")) for s in range(n_slices)]
 
     def global_step(self, table: TopicWordTable, stats: SparseStats, rho: float, scale: float) -> None:
-        """The global step here, and its update sent to every worker's copy of the table."""
+        """The global step here; the workers' copies take the same update, the merged slices
+        that `run` left on the workers, before their next shard (dask_tasks._table_at)."""
         table.update(stats.words, stats.topics, stats.values, rho, scale)
         self.version += 1
-        update = {self._key(f"topic-word-update-{self.version}"): (stats.words, stats.topics, stats.values, rho, scale)}
-        # sent while the driver goes on (priors, checkpoints, the next plan); run() waits for it
-        sending = self.client.scatter(update, broadcast=True, direct=True, asynchronous=True)
-        self.updates.append((self.version, asyncio.run_coroutine_threadsafe(sending, self.client.loop.asyncio_loop)))
-        self.figures["bytes_sent"] += _nbytes(stats) * max(self._workers(), 1)
+        self.updates.append((self.version, self.update_slices, rho, scale))
 
     def _key(self, name: str) -> str:
         """A key of this run's own for scattered data: what the dashboard shows (Dask groups keys by
