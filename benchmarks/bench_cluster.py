@@ -65,10 +65,12 @@ def epoch_child(store: str, run: str, k: int, batch_size: int, cluster: str | No
     if cluster:
         from distributed import get_task_stream
 
+        close, executor.close = executor.close, lambda: None  # the run ends it; its task stream is read after
         with get_task_stream(executor.client) as stream:
             trainer.run()
         task_seconds = worker_seconds(stream.data)
         per_task = scheduler_seconds_per_task(executor.client)
+        close()
     else:
         trainer.run()
     st = trainer.state

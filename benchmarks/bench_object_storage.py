@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -58,6 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request otherwise
     with tempfile.TemporaryDirectory() as work:
         os.environ["MOTO_RECORDER_FILEPATH"] = str(Path(work) / "recording")
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

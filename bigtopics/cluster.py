@@ -18,6 +18,7 @@ that stops answering (`may_try_again` tells which) ends the work, as ClusterLost
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import CancelledError
@@ -47,7 +48,10 @@ def connect(cluster: str | None = None, scheduler: str | None = None):
         if kind != "local" or not count.isdigit() or int(count) < 1:
             raise OptionError(f"--cluster {cluster!r}: give local:N (N worker processes)")
         # the dashboard on a free port (the distributed extra installs bokeh for it): Executor.where says which
-        local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=":0")
+        # its workers' logs muted: what goes wrong on them reaches the driver as a task's error or a
+        # lost worker, said in one line; shutting the cluster down races their heartbeats otherwise
+        local = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=":0",
+                             silence_logs=logging.CRITICAL)
         try:
             return Client(local)
         except BaseException:  # (a Ctrl-C while connecting) the worker processes would outlive the command

@@ -3,8 +3,8 @@
 A minibatch's documents are cut into shards (plan.MinibatchPlan.shards); for each shard one
 task reads its documents from the store on a worker (the documents stay there, as a Dask
 future) and reports back the shard's distinct words and tokens. The step's task runs on the
-worker holding the shard and returns the shard's statistics; merged in shard order they are
-the minibatch's, bit for bit as in process (stats.merge_results).
+worker holding the shard; the shards' statistics merged in shard order are the minibatch's,
+bit for bit as in process (stats.merge_results), wherever the merging happens (below).
 
 Each worker keeps a copy of the topic-word table (dask_tasks.Replica) and the driver keeps the
 table itself. The shards' statistics do not come to the driver to be merged: each shard's task
