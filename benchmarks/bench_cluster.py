@@ -132,10 +132,11 @@ def measured_parts(local: dict, remote: dict, grown: dict | None) -> Parts:
         g = grown["cluster_figures"]
         ratio = (g["update_entries"] / grown["minibatches"]) / (f["update_entries"] / m)
         gamma = math.log(ratio) / math.log((grown["docs"] / grown["minibatches"]) / (remote["docs"] / m))
+    merging = remote["task_seconds"].get("topic-word-update", 0)
     return Parts(docs=remote["docs"] / m, tokens=remote["tokens"] / m,
                  sample_cpu_per_token=(local["seconds"] - local_serial) * cores / local["tokens"],
                  step_seconds=step, update_entries=f["update_entries"] / m,
-                 merge_cpu_per_entry=remote["task_seconds"].get("topic-word-update", 0) / max(f["shard_entries"], 1),
+                 merge_seconds_per_entry=merging / max(f["shard_entries"], 1),
                  scheduler_per_task=remote["scheduler_per_task"], gamma=gamma)
 
 
@@ -144,7 +145,8 @@ def project(parts: Parts, k: int, batch_size: int) -> list[str]:
     lines = [f"projection, K={k} (benchmarks/cluster_model.py): per minibatch of {parts.docs:.0f} sections "
              f"{parts.update_entries:,.0f} update entries (growing as docs^{parts.gamma:.2f}), global step "
              f"{parts.step_seconds * 1e3:.1f} ms, sampling {parts.sample_cpu_per_token * 1e9:.0f} ns a token, merge "
-             f"{parts.merge_cpu_per_entry * 1e9:.0f} ns a shard entry, {parts.scheduler_per_task * 1e3:.2f} ms a task"]
+             f"{parts.merge_seconds_per_entry * 1e9:.0f} ns a shard entry, "
+             f"{parts.scheduler_per_task * 1e3:.2f} ms a task"]
     alone = in_process_hours(parts, CORES_PER_MACHINE, PAPER_DOCS, PAPER_TOKENS, batch_size)
     lines.append(f"  in process, 1 machine of {CORES_PER_MACHINE} cores: {alone:6.2f} h")
     for grow in (False, True):

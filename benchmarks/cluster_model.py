@@ -4,14 +4,14 @@
 One minibatch on M machines of C cores, one Dask worker of C threads on each, goes through these
 steps one after another (nothing overlaps but reading, which runs ahead and is left out):
 
-    submit      the driver submits 4 tasks per shard and merge (read, describe, run, merge):
+    submit      the driver submits TASKS_PER_MACHINE tasks per machine (read, describe, run, merge):
                   tasks x the scheduler's cost per task (measured: no-op tasks on this cluster)
     sample      the shards' local steps, tokens / (M C) x the sampling CPU per token (measured in
                   process on every core of this machine, so its parallel efficiency is included)
     apply       every worker applies the last update to its copy, all at once: the global step's
                   time on this machine's cores (the driver's table update is the same operation)
-    exchange    the pieces of each slice to its merging worker, then merging (the merge CPU per
-                  shard entry x the entries / M), then every worker fetching every merged slice:
+    exchange    the pieces of each slice to its merging worker, then merging (the merge tasks'
+                  seconds per shard entry x the entries / M), then every worker fetching every merged slice:
                   the update's bytes into each worker at the network's rate
     gather      the driver gathers the merged update (its bytes at the network's rate) and
     step          takes the global step on its own table (as `apply`)
@@ -29,12 +29,13 @@ Assumptions, written where they are made:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 NETWORK_BYTES_PER_S = 10e9 / 8
 LATENCY_S = 0.5e-3
 BYTES_PER_ENTRY = 24
 ROUND_TRIPS = 3
+TASKS_PER_MACHINE = 4  # a shard's read, describe and run, and a slice's merge (single pass: no exclude-own)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Parts:
     sample_cpu_per_token: float  # seconds, single core
     step_seconds: float  # the global step on this machine (= applying an update to a copy)
     update_entries: float
-    merge_cpu_per_entry: float  # seconds per shard entry merged
+    merge_seconds_per_entry: float  # the merge tasks' seconds (fetching included) per shard entry
     scheduler_per_task: float  # seconds
     gamma: float = 1.0  # update entries ~ docs^gamma
 
@@ -60,11 +61,11 @@ def minibatch_seconds(parts: Parts, machines: int, cores: int, docs: float) -> d
     step = parts.step_seconds * update / parts.update_entries
     update_bytes = update * BYTES_PER_ENTRY
     return {
-        "submit": 5 * machines * parts.scheduler_per_task,
+        "submit": TASKS_PER_MACHINE * machines * parts.scheduler_per_task,
         "sample": tokens * parts.sample_cpu_per_token / (machines * cores),
         "apply": step,
         "exchange": (shard_entries * BYTES_PER_ENTRY / machines + update_bytes) / NETWORK_BYTES_PER_S
-        + shard_entries * parts.merge_cpu_per_entry / machines,
+        + shard_entries * parts.merge_seconds_per_entry / machines,
         "gather": update_bytes / NETWORK_BYTES_PER_S,
         "step": step,
         "round trips": ROUND_TRIPS * LATENCY_S,
@@ -74,7 +75,7 @@ def minibatch_seconds(parts: Parts, machines: int, cores: int, docs: float) -> d
 def epoch_hours(parts: Parts, machines: int, cores: int, corpus_docs: float, corpus_tokens: float,
                 docs: float) -> tuple[float, dict[str, float]]:
     """Hours for an epoch of the corpus in minibatches of `docs`, and each step's share (hours)."""
-    scaled = Parts(**{**parts.__dict__, "tokens": corpus_tokens / corpus_docs * parts.docs})
+    scaled = replace(parts, tokens=corpus_tokens / corpus_docs * parts.docs)
     steps = minibatch_seconds(scaled, machines, cores, docs)
     minibatches = corpus_docs / docs
     shares = {name: seconds * minibatches / 3600 for name, seconds in steps.items()}

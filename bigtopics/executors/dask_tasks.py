@@ -166,9 +166,14 @@ def merge_slice(session: str, exchange: str, slice_index: int, holders: list[str
     return merge_results(pieces, n_topics) if len(pieces) > 1 else pieces[0]
 
 
-def _piece(session: str, exchange: str, shard: int, slice_index: int) -> StepResult:
+def _held(session: str, exchange: str, shard: int) -> list[StepResult] | None:
+    """The pieces of a shard this worker holds for an exchange, or None."""
     with _pieces_lock:
-        pieces = _pieces.get((session, exchange, shard))
+        return _pieces.get((session, exchange, shard))
+
+
+def _piece(session: str, exchange: str, shard: int, slice_index: int) -> StepResult:
+    pieces = _held(session, exchange, shard)
     if pieces is None:
         raise PiecesLost(f"this worker no longer holds the statistics of shard {shard}")
     return pieces[slice_index]
@@ -176,8 +181,7 @@ def _piece(session: str, exchange: str, shard: int, slice_index: int) -> StepRes
 
 def serve_piece(session: str, exchange: str, shard: int, slice_index: int) -> dict:
     """The worker's handler (PIECES_HANDLER): one piece of one of its shards, or None."""
-    with _pieces_lock:
-        pieces = _pieces.get((session, exchange, shard))
+    pieces = _held(session, exchange, shard)
     return {"status": "OK", "piece": None if pieces is None else to_serialize(pieces[slice_index])}
 
 
