@@ -13,9 +13,11 @@ steps one after another (nothing overlaps but reading, which runs ahead and is l
     exchange    the pieces of each slice to its merging worker, then merging (the merge tasks'
                   seconds per shard entry x the entries / M), then every worker fetching every merged slice:
                   the update's bytes into each worker at the network's rate
-    gather      the driver gathers the merged update (its bytes at the network's rate) and
-    step          takes the global step on its own table (as `apply`)
+    gather      the driver gathers the merged update (its bytes at the network's rate)
     round trips 3 a minibatch (shards done, merges done, the next shards), LATENCY each
+    step        the driver's global step on its own table (as `apply`) runs in the background
+                  while the workers go on with the next minibatch (executors/dask.py): only what
+                  outlasts the rest of that minibatch adds to it
 
 Assumptions, written where they are made:
   - entries of the merged update grow with the minibatch's documents B as (B / B0)^gamma,
@@ -60,16 +62,16 @@ def minibatch_seconds(parts: Parts, machines: int, cores: int, docs: float) -> d
     shard_entries = min(tokens, update * machines)
     step = parts.step_seconds * update / parts.update_entries
     update_bytes = update * BYTES_PER_ENTRY
-    return {
+    serial = {
         "submit": TASKS_PER_MACHINE * machines * parts.scheduler_per_task,
         "sample": tokens * parts.sample_cpu_per_token / (machines * cores),
         "apply": step,
         "exchange": (shard_entries * BYTES_PER_ENTRY / machines + update_bytes) / NETWORK_BYTES_PER_S
         + shard_entries * parts.merge_seconds_per_entry / machines,
         "gather": update_bytes / NETWORK_BYTES_PER_S,
-        "step": step,
         "round trips": ROUND_TRIPS * LATENCY_S,
     }
+    return {**serial, "step": max(0.0, step - sum(serial.values()))}
 
 
 def epoch_hours(parts: Parts, machines: int, cores: int, corpus_docs: float, corpus_tokens: float,

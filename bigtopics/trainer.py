@@ -122,13 +122,24 @@ class Trainer:
         self.last_heldout: float | None = None
         self.state = RunState()
         self.priors = LearnedPriors.start(settings)
-        self.table: TopicWordTable | None = None
+        self._table: TopicWordTable | None = None  # `table`, whose global steps may still be under way
         self.saved: SavedAssignments | None = None  # exclude_own: each document's latest assignments
         self.resumed_from: CheckpointInfo | None = None
         self.stop_signal: int | None = None
         self.checkpointed: dict | None = None  # the state the newest checkpoint holds
         self.lock = RunLock(self.run_dir)
         self.phase_seconds: dict[str, float] = {}  # this process's time per phase, for the metrics log
+
+    @property
+    def table(self) -> TopicWordTable | None:
+        """The topic-word table once it has taken every global step so far (an executor may take
+        them in the background, executors/base.py): what checkpoints, snapshots and scores read."""
+        self.executor.settle()
+        return self._table
+
+    @table.setter
+    def table(self, table: TopicWordTable | None) -> None:
+        self._table = table
 
     @contextmanager
     def timer(self, phase: str):
@@ -505,7 +516,7 @@ class Trainer:
                            prior_counts=priors.counts_needed(s) if priors.updates_after(s, st.step + 1) else ())
         with self.timer("freeze"):
             own = None if self.saved is None else executor.previous_stats(work, self.saved).stats()
-            rows = executor.rows(work, self.table, own, self._buffers)
+            rows = executor.rows(work, self._table, own, self._buffers)
         with self.timer("local_step"):
             result = executor.run(work, rows, task)
         if self.saved is not None:
@@ -514,7 +525,7 @@ class Trainer:
         rho = learning_rate(st.step, s.tau0, s.kappa)
         stats = result.stats()
         with self.timer("global_step"):
-            executor.global_step(self.table, stats, rho, self.n_training_docs / plan.n_docs)
+            executor.global_step(self._table, stats, rho, self.n_training_docs / plan.n_docs)
         if task.prior_counts:
             with self.timer("priors"):
                 priors.update(s, result.prior_counts, self.store.n_words,
@@ -557,7 +568,8 @@ class Trainer:
         st = self.state
         out = {
             "tok/s": f"{st.tokens_seen / max(st.seconds, 1e-9):,.0f}",
-            "entries": f"{self.table.n_entries:,}" if self.table is not None else "0",
+            # as of the last settled global step: the progress line does not wait for the next
+            "entries": f"{self._table.n_entries:,}" if self._table is not None else "0",
             "mem": format_bytes(rss_bytes()),
         }
         if self.last_heldout is not None:

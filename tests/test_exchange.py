@@ -2,11 +2,13 @@
 of each slice merged by themselves, and the merged slices put end to end, are the merged
 minibatch bit for bit, for any number of slices."""
 
+import pickle
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bigtopics.stats import StepResult, concatenated, merge_results, slice_bounds, split_by_words
+from bigtopics.stats import StepResult, concatenated, merge_results, narrowed, slice_bounds, split_by_words
 
 N_TOPICS = 7
 
@@ -52,3 +54,26 @@ def test_merged_slices_end_to_end_are_the_merged_minibatch(shards, n_slices):
 def test_slice_bounds_never_make_more_slices_than_words():
     assert len(slice_bounds(np.array([4, 9]), 5)) == 1
     assert len(slice_bounds(np.zeros(0, np.int64), 3)) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(shard_results(), st.booleans())
+def test_a_result_crosses_the_wire_bit_for_bit_in_fewer_bytes(shards, counts):
+    """Pickled as Dask sends it, a result comes back with the same dtypes and bits; ids and sums
+    that are counts travel in 10 bytes an entry, not 24."""
+    result = shards[0]
+    if counts:
+        result = StepResult(result.words, result.topics, np.floor(result.sums), result.divisor)
+    back = pickle.loads(pickle.dumps(result, protocol=5))
+    for name in ("words", "topics", "sums"):
+        assert getattr(back, name).dtype == getattr(result, name).dtype, name
+        assert getattr(back, name).tobytes() == getattr(result, name).tobytes(), name
+    assert back.divisor == result.divisor
+    if counts and len(result.words):
+        wire = pickle.dumps(result, protocol=5, buffer_callback=lambda b: False)
+        assert len(wire) < 10 * len(result.words) + 400
+
+
+def test_values_that_do_not_fit_narrower_types_travel_as_they_are():
+    for values in (np.array([2**40], np.int64), np.array([-1, 3], np.int64), np.array([0.1]), np.array([2.0**25 + 1])):
+        assert narrowed(values).dtype == values.dtype

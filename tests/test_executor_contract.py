@@ -11,6 +11,7 @@ from bigtopics.assignments import SavedAssignments
 from bigtopics.executors import EXECUTORS, LocalThreads, StepTask
 from bigtopics.local_steps import LOCAL_STEPS
 from bigtopics.plan import MinibatchPlan
+from bigtopics.stats import SparseStats
 from bigtopics.store import open_store
 from bigtopics.topic_word import TopicWordTable
 
@@ -39,6 +40,7 @@ def drive(executor, store, tmp_path) -> list:
             seen.append({"plan": plan.doc_numbers, "words": executor.words(work), "tokens": executor.n_tokens(work),
                          "previous": (previous.words, previous.topics, previous.sums),
                          "result": (result.words, result.topics, result.sums, result.divisor, result.last_sweep)})
+        executor.settle()
         seen.append({"table": table.state()})
     finally:
         saved.close()
@@ -88,6 +90,19 @@ class ExecutorContract:
             block = [store.read_docs(int(d), int(d) + 1) for d in record["plan"]]
             assert np.array_equal(record["words"], np.unique(np.concatenate([b.indices for b in block])))
             assert record["tokens"] == sum(int(b.data.sum()) for b in block)
+
+    def test_a_global_step_that_fails_raises_by_the_time_it_settles(self, store):
+        """An executor may take the global step in the background; what fails there is not lost."""
+        executor = self.make(store)
+        table = TopicWordTable(N_TOPICS, store.n_words)
+        beyond = SparseStats(np.array([store.n_words]), np.array([0]), np.array([1.0]))
+        try:
+            with pytest.raises(ValueError, match="word"):
+                executor.global_step(table, beyond, 0.5, 1.0)
+                executor.settle()
+            executor.settle()  # raised once, then settled
+        finally:
+            executor.close()
 
     def test_reports_its_metrics_as_a_dict(self, store):
         executor = self.make(store)

@@ -12,6 +12,7 @@ minibatch needs, and returns the minibatch's statistics merged in document order
     rows = executor.rows(work, table, own)       the rows it reads (less its own statistics)
     executor.run(work, rows, task)               the local step on the frozen rows
     executor.global_step(table, stats, ...)      the table moves on
+    executor.settle()                            before anything else reads the table
 
 and the same plans, table and task give the same result, bit for bit, on every executor. The
 global step goes through the executor so that an executor that keeps copies of the table
@@ -105,8 +106,13 @@ class Executor(ABC):
         `self.rows` made them), merged in document order."""
 
     def global_step(self, table: TopicWordTable, stats: SparseStats, rho: float, scale: float) -> None:
-        """The global step on the table (TopicWordTable.update) after a minibatch."""
+        """The global step on the table (TopicWordTable.update) after a minibatch. An executor
+        may take it in the background: the table is read only after `settle`."""
         table.update(stats.words, stats.topics, stats.values, rho, scale)
+
+    def settle(self) -> None:
+        """Wait until the table has taken every global step handed to `global_step` (raising
+        what one of them raised)."""
 
     def where(self) -> str:
         """Where the local steps run, for the line a command prints as it starts ("" in process)."""

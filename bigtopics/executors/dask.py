@@ -13,12 +13,14 @@ task per slice (merge_slice, on a worker the scheduler picks) fetches that slice
 the workers directly and merges them in shard order. The merged slices, in word order, are the
 minibatch's merged statistics bit for bit (stats.split_by_words), whatever the number of slices:
 so it is one per worker, and the merging grows with the cluster. The driver gathers the merged
-slices for its own table, and each worker's next shard takes them as its dependencies (Dask moves
-them from worker to worker) and applies the update to its copy, so the copies stay the driver's
-table bit for bit, resets included. A shard's task names the table version it needs and the last
-few updates; a worker whose copy is older than those (one that joined, or a new run on the same
-cluster) answers NEED_TABLE and is sent the whole table once. So what goes to a worker per
-minibatch is the merged update, which grows with the statistics' nonzeros, never with K x V, and
+slices for its own table, which takes the step on a thread of its own while the workers go on
+(`settle` waits for it before anything reads the table), and each worker's next shard takes them
+as its dependencies (Dask moves them from worker to worker) and applies the update to its copy,
+so the copies stay the driver's table bit for bit, resets included. A shard's task names the
+table version it needs and the last few updates; a worker whose copy is older than those (one
+that joined, or a new run on the same cluster) answers NEED_TABLE and is sent the whole table
+once. So what goes to a worker per minibatch is the merged update, which grows with the
+statistics' nonzeros, never with K x V (10 bytes an entry for counts: StepResult's pickling), and
 nothing waits on copying rows out of the table.
 
 A step whose merge is exact (gibbs) gives the same model however a minibatch is cut, so with
@@ -41,10 +43,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
+import numba
 import numpy as np
 
 from ..assignments import SavedAssignments
@@ -114,6 +118,10 @@ class DaskExecutor(Executor):
         self.scattered_count = 0
         self.exchanges = 0  # the steps run (and run again) so far: each exchange of statistics has its own name
         self.update_slices: list = []  # the last step's merged slices (futures), until global_step sends them on
+        # the driver's table takes each global step on a thread of its own while the workers go on
+        # with the next minibatch (the workers' copies never wait on it); `settle` waits for it
+        self.table_thread = ThreadPoolExecutor(1, thread_name_prefix="bigtopics-driver-table")
+        self.table_step: Future | None = None
 
     @classmethod
     def from_options(cls, store: Store, *, workers: int, window_blocks: int, cluster: str | None,
@@ -281,6 +289,7 @@ class DaskExecutor(Executor):
         if behind:  # workers without a current copy of the table: send them the whole table once
             holders = self.client.who_has([shards[i][1] for i in behind])
             workers = sorted({w for i in behind for w in holders.get(shards[i][1].key, ())})
+            self.settle()  # the whole table at rows.version
             state = self._scatter_named(f"topic-word-table-{rows.version}", rows.table.state(), workers=workers or None)
             self.figures["tables_sent"] = self.figures.get("tables_sent", 0) + len(behind)
             for i, result in zip(behind, self._gather([submit(i, state) for i in behind])):
@@ -310,11 +319,21 @@ class DaskExecutor(Executor):
                                    key=self._key("topic-word-update")) for s in range(n_slices)]
 
     def global_step(self, table: TopicWordTable, stats: SparseStats, rho: float, scale: float) -> None:
-        """The global step here; the workers' copies take the same update, the merged slices
-        that `run` left on the workers, before their next shard (dask_tasks._table_at)."""
-        table.update(stats.words, stats.topics, stats.values, rho, scale)
+        """The global step on the driver's table, in the background: the workers' copies take the
+        same update, the merged slices that `run` left on the workers, before their next shard
+        (dask_tasks._table_at), so nothing the next minibatch does waits on the driver's table.
+        One step at a time: the previous one had a whole minibatch to finish."""
+        self.settle()
+        self.table_step = self.table_thread.submit(_take_step, table, stats, rho, scale, numba.get_num_threads())
         self.version += 1
         self.updates.append((self.version, self.update_slices, rho, scale))
+
+    def settle(self) -> None:
+        step, self.table_step = self.table_step, None
+        if step is not None:
+            start = time.monotonic()
+            step.result()
+            self.figures["settle_seconds"] = self.figures.get("settle_seconds", 0.0) + time.monotonic() - start
 
     def _key(self, name: str) -> str:
         """A key of this run's own for scattered data: what the dashboard shows (Dask groups keys by
@@ -351,6 +370,7 @@ class DaskExecutor(Executor):
                 "minibatches_submitted_again": self.figures["minibatches_submitted_again"]}
 
     def close(self) -> None:
+        self.table_thread.shutdown()  # a step under way finishes: the table is never left half-updated
         cluster = self.client.cluster if self.owns_client else None
         if self.owns_client:
             self.client.close()
@@ -381,6 +401,13 @@ def copies_that_do_not_fit(workers: dict, pauses: dict, copy_bytes: int) -> str:
                     f"{pause:.0%} of its memory limit of {format_bytes(limit)} ({format_bytes(allowed)}); give the "
                     f"workers more memory (dask worker --memory-limit) or fewer topics, or train in process")
     return ""
+
+
+def _take_step(table: TopicWordTable, stats: SparseStats, rho: float, scale: float, threads: int) -> None:
+    """The global step on the driver's thread for it, on as many of numba's threads as the
+    driver's own (numba's count is per thread)."""
+    numba.set_num_threads(threads)
+    table.update(stats.words, stats.topics, stats.values, rho, scale)
 
 
 def _only(futures: dict):

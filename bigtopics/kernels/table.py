@@ -94,7 +94,7 @@ def _rehash(src_topics, src_values, src_start, src_capacity, dst_topics, dst_val
             dst_values[target] = src_values[slot]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def add_scaled(words, topics, values, first, coef, row_start, row_capacity, row_size,
                pool_topics, pool_values, pool_used, topic_sums, min_capacity):
     """For i = first, first + 1, ...:  M[topics[i], words[i]] += coef * values[i], and
@@ -138,7 +138,7 @@ def add_scaled(words, topics, values, first, coef, row_start, row_capacity, row_
     return words.shape[0], pool_used, n_inserted, 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rescale_and_drop(pi, drop_below, row_start, row_capacity, row_size, pool_topics, pool_values, topic_sums):
     """First half of a reset: M <- pi * M; entries whose new value is < drop_below are removed
     (a row that lost entries is rehashed in place, keeping its capacity).
@@ -184,7 +184,7 @@ def rescale_and_drop(pi, drop_below, row_start, row_capacity, row_size, pool_top
     return dropped, kept
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def compact_pool(rows_in_pool_order, row_start, row_capacity, row_size, pool_topics, pool_values, min_capacity):
     """Slide every row, in pool order, down to the lowest free position at the smallest capacity
     for its size, reclaiming garbage segments. Returns the pool space now used.

@@ -196,7 +196,7 @@ def _apply_part(words, topics, values, lo, hi, coef, row_start, row_capacity, ro
     return used - scratch_start, n_inserted, n_moved
 
 
-@njit(parallel=True)
+@njit(parallel=True, nogil=True)
 def add_parallel(words, topics, values, coef, row_start, row_capacity, row_size, pool_topics, pool_values,
                  pool_used, topic_sums, min_capacity):
     """add_scaled(words, topics, values, 0, coef, ...) on numba's threads, for entries grouped by
