@@ -1,7 +1,6 @@
 """Dates of documents' metadata, read from the forms libraries and news archives write, and binned
 by the span they cover: days (or weeks) for a few weeks, months for a few years, years (or
-decades...) beyond, in at most MAX_BINS bins, each named by its start in a form that sorts as
-the bins do (DateBins.label).
+decades...) beyond, in at most MAX_BINS bins.
 
 A value is a date when it holds, anywhere in its text: an ISO date "1994-08-01" (or "1994-08"),
 a day-month-year "26-FEB-1987 15:01:01.79" / "5 March 1987", a month-day-year "March 5, 1987",
@@ -16,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-MAX_BINS = 15  # a chart's axis names every bin present
+MAX_BINS = 20
 # (unit, width) from finest to coarsest: the first with at most MAX_BINS bins over the span is used
 BIN_WIDTHS = (("day", 1), ("day", 7), ("month", 1), ("month", 2), ("month", 3), ("month", 6),
               *(("year", n) for n in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)))
@@ -114,16 +113,19 @@ class DateBins:
     width: int
     origin: int
 
-    def label(self, date: Date) -> str:
-        """The bin holding `date`, named by its start ("1987", "1987-02", "1987-02-26"; years
-        "1950–1954" for wider bins): names that sort as the bins do."""
+    def start(self, date: Date) -> str:
+        """The first day of the bin holding `date`, "YYYY-MM-DD"."""
         p = _position(date, self.unit)
         p -= (p - self.origin) % self.width
         if self.unit == "year":
-            return f"{p:04d}" + (f"–{p + self.width - 1:04d}" if self.width > 1 else "")
+            return f"{p:04d}-01-01"
         if self.unit == "month":
-            return f"{p // 12:04d}-{p % 12 + 1:02d}"
+            return f"{p // 12:04d}-{p % 12 + 1:02d}-01"
         return datetime.date.fromordinal(p).isoformat()
+
+    def count(self, last: Date) -> int:
+        """Bins from the first to the one holding `last`."""
+        return (_position(last, self.unit) - self.origin) // self.width + 1
 
     def describe(self) -> str:
         """"by month", "by 2 months", "by week" (7 days), "by 5 years"."""

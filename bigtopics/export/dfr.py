@@ -7,9 +7,8 @@ VIS.files at it) and serve dfr-browser's files; nothing in it needs editing.
                      (choose_condition), topic ids from 0 and labels (browser_info)
   meta.csv.zip       meta.csv, RFC 4180 with a header: id, title (the id where the store has no
                      titles), every metadata field of the store (lists as their items joined by
-                     ", "), tokens (the document's length), and the bin of each document that
-                     topics are conditioned on: <field>_<unit> for a date, else tokens_bin
-                     (choose_condition).
+                     ", "), tokens (the document's length), and with a date to condition on,
+                     <field>_<unit>: the start of each date's bin (choose_condition).
                      dfr-browser inserts every text value into its pages as HTML (a document's
                      citation is its values joined), so each text cell and field name is
                      escape.html_csv_cell: HTML-escaped, and safe from formulas in a spreadsheet
@@ -40,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..date_bins import DateBins, DateRange, parse_date
+from ..date_bins import MAX_BINS, Date, DateBins, DateRange, parse_date
 from ..doc_topics import DocTopics
 from ..escape import html_csv_cells, html_escape
 from ..memory import budget_bytes
@@ -55,7 +54,13 @@ SCALED_CELLS = 1 << 25
 DENSE_CELLS = 1 << 20  # documents x topics rounded at a time (document_counts)
 # metadata names (any case) of the variable topics are conditioned on, in this order
 TIME_FIELDS = ("year", "date", "published", "issued", "gutenberg_issued")
-Y_AXIS_MARGIN = 60
+# the topic page's chart: bars BAR_SHARE of a bin wide (HOURS a unit, as dfr-browser offsets dates by
+# whole units); y-axis labels ("100.0%") Y_LABEL_WIDTH px wide, pushed left by half a bin of a plot
+# PLOT_WIDTH px wide (that of a wide window: narrower plots need less)
+BAR_SHARE = 0.8
+HOURS = {"day": 24, "month": 730, "year": 8766}
+Y_LABEL_WIDTH = 50
+PLOT_WIDTH = 1100
 
 
 def write_dfr_browser(ctx: ExportContext, out: Path) -> None:
@@ -175,14 +180,16 @@ def write_dfr_metadata(ctx: ExportContext, path: Path, condition: Condition) -> 
             archive.open("meta.csv", "w", force_zip64=True) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         writer = csv.writer(text, lineterminator="\r\n")
-        # (the condition's column is named after a field of TIME_FIELDS or "tokens", which escaping leaves as it is)
-        writer.writerow(html_csv_cells(["id", "title", *fields, "tokens", condition.column]))
+        # (the condition's column is named after a field of TIME_FIELDS, which escaping leaves as it is)
+        writer.writerow(html_csv_cells(["id", "title", *fields, "tokens",
+                                        *([condition.column] if condition.column else [])]))
         for first, _, _, _, lengths in ctx.dt.iter_blocks():
             stop = first + len(lengths)
             ids = html_csv_cells(store.doc_ids(first, stop).tolist())
             columns = [html_csv_cells(_csv_values(store.metadata(f, first, stop))) for f in fields]
             columns.append(lengths.tolist())
-            columns.append(condition.keys(store, first, stop, lengths))
+            if condition.column:
+                columns.append(condition.keys(store, first, stop))
             titles = html_csv_cells(_csv_values(store.metadata("title", first, stop))) if titled else ids
             writer.writerows([ids[i], titles[i] or ids[i], *(c[i] for c in columns)] for i in range(len(ids)))
         text.flush()
@@ -212,38 +219,34 @@ def _list_text(value: str) -> str:
 
 @dataclass
 class Condition:
-    """dfr-browser's VIS.condition and the meta.csv column holding each document's bin: a metadata
-    field's dates (`source`) binned by `bins`, else the document's length in doubling bins
-    ("016–031"), zero-padded to `digits`. The condition is ordinal, so that dfr-browser charts only
-    the bins documents fall in (its time and continuous charts draw every step of the range: an
-    empty one pinches the stacked chart to nothing, and their y-axis labels are pushed left by half
-    a bin, out of the chart) and names them by their keys, which sort as the bins do."""
+    """dfr-browser's VIS.condition: a metadata field's dates (`source`) binned by `bins`, through
+    the meta.csv column `column` of each date's bin start ("1987-02-01T00:01:00Z": the browser's
+    Date() refuses some real dates, as Reuters' "27-MAR-1987 08:45:34.42C G T M"); else the documents'
+    lengths (a continuous variable, `column` None). `n_bins`: bins from the first to the last;
+    `first`: the earliest date."""
     vis: dict
-    column: str
+    n_bins: int
+    column: str | None = None
     source: str | None = None
     bins: DateBins | None = None
-    digits: int = 1
+    first: Date | None = None
 
-    def keys(self, store, first: int, stop: int, lengths: np.ndarray) -> list[str]:
-        """The bins of documents [first, stop)."""
-        if self.source is not None:
-            return [self.bins.label(parse_date(v)) for v in _csv_values(store.metadata(self.source, first, stop))]
-        return [length_bin(n, self.digits) for n in lengths.tolist()]
-
-
-def length_bin(n: int, digits: int) -> str:
-    """The doubling bin of a length: "0", "1–1", "2–3", "4–7", ..., zero-padded to `digits`."""
-    if n <= 0:
-        return f"{0:0{digits}d}"
-    low = 1 << (n.bit_length() - 1)
-    return f"{low:0{digits}d}–{2 * low - 1:0{digits}d}"
+    def keys(self, store, first: int, stop: int) -> list[str]:
+        """The starts of the bins of documents [first, stop) as UTC times: midnight for the first
+        bin, a minute past for the others. dfr-browser's bins run from the earliest date by whole
+        steps while a step is before the latest date: so they start where ours do, and the last
+        bin's start is before the latest date."""
+        origin = self.bins.start(self.first)
+        starts = [self.bins.start(parse_date(v)) for v in _csv_values(store.metadata(self.source, first, stop))]
+        return [f"{s}T00:0{0 if s == origin else 1}:00Z" for s in starts]
 
 
 def choose_condition(ctx: ExportContext) -> Condition:
     """Topics over the first metadata field named like a time (TIME_FIELDS) whose every document
     has a date (date_bins.parse_date: a year, an ISO date, Reuters' "26-FEB-1987 15:01:01.79")
     spanning more than one bin, binned by days, weeks, months or years by the span (date_bins).
-    Else over the documents' lengths. A field's dates are read a block at a time."""
+    Else over the documents' lengths, in about MAX_BINS bins of a round width. A field's dates are
+    read a block at a time."""
     store = ctx.store
     by_name = {f.lower(): f for f in store.metadata_fields}
     for name in TIME_FIELDS:
@@ -260,33 +263,48 @@ def choose_condition(ctx: ExportContext) -> Condition:
         else:
             bins = found.bins()
             if bins is not None:
-                column = _new_column(store, f"{f}_{bins.unit}")
-                return Condition({"type": "ordinal", "name": f"{f}, {bins.describe()}", "spec": {"field": column}},
-                                 column, source=f, bins=bins)
-    top = max((int(block[4].max()) for block in ctx.dt.iter_blocks() if len(block[4])), default=0)
-    column = _new_column(store, "tokens_bin")
-    return Condition({"type": "ordinal", "name": "tokens (doubling bins)", "spec": {"field": column}}, column,
-                     digits=len(length_bin(top, 1).split("–")[-1]))
+                column = f"{f}_{bins.unit}"
+                while column in store.metadata_fields:  # a name no field of the store has
+                    column += "_"
+                vis = {"type": "time", "name": f"{f}, {bins.describe()}",
+                       "spec": {"field": column, "unit": bins.unit, "n": bins.width}}
+                return Condition(vis, bins.count(found.last), column, source=f, bins=bins, first=found.first)
+    top = max((float(block[4].max()) for block in ctx.dt.iter_blocks() if len(block[4])), default=1.0)
+    step = _round_step(top / MAX_BINS)
+    return Condition({"type": "continuous", "name": "tokens", "spec": {"field": "tokens", "step": step}},
+                     int(top // step) + 1)
 
 
-def _new_column(store, name: str) -> str:
-    """`name`, with "_" added until no field of the store has it."""
-    while name in store.metadata_fields:
-        name += "_"
-    return name
+def _round_step(width: float) -> float:
+    """1, 2 or 5 times a power of ten, at least `width`."""
+    if width <= 0:
+        return 1
+    power = 10.0 ** math.floor(math.log10(width))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= width)
+    return int(step) if step >= 1 else step
 
 
 def browser_info(ctx: ExportContext, condition: Condition) -> dict:
     """info.json. Topics are numbered from 0 as everywhere in bigtopics (VIS.topic_ids; dfr-browser
     numbers from 1 by default, and its URLs #/topic/<id> take these ids) and labelled "<k> <label>"
-    (VIS.topic_labels, keyed by dfr-browser's own 1-based index)."""
+    (VIS.topic_labels, keyed by dfr-browser's own 1-based index). The stacked chart of topics over
+    the condition stacks from its axis, not as a streamgraph (whose baseline wanders below the axis
+    where a bin has no documents). The topic page's time bars are most of a bin wide, and its left
+    margin holds the y axis' labels, which dfr-browser pushes left by half a bin."""
     model, store = ctx.model, ctx.store
-    vis = {"metadata": {"type": "base", "spec": {"date_field": []}},
+    half_bin = PLOT_WIDTH / 2 / max(condition.n_bins - 1 + BAR_SHARE, 1)
+    vis = {"metadata": {"type": "base", "spec": {"date_field": [condition.column] if condition.column else []}},
            "bib": {"type": "base"}, "bib_view": {"major": "all", "minor": "raw"}, "condition": condition.vis,
            "topic_ids": list(range(model.n_topics)),
            "topic_labels": {str(k + 1): f"{k} {label}" for k, label in enumerate(ctx.labels)},
-           # room for the y axis' longest tick label ("100.0%": dfr-browser's 40 px clip it)
-           "topic_view": {"m": {"left": Y_AXIS_MARGIN}}}
+           "model_view": {"conditional": {"streamgraph": False}},
+           "topic_view": {"m": {"left": Y_LABEL_WIDTH + math.ceil(half_bin)}}}
+    if condition.bins is not None:  # in hours: dfr-browser offsets dates by whole units
+        bar = {"unit": "hour", "w": int(BAR_SHARE * condition.bins.width * HOURS[condition.bins.unit])}
+        vis["topic_view"]["time"] = {"bar": bar}
+        vis["model_view"]["list"] = {"spark": {"time": {"bar": bar}}}
+    else:
+        vis["topic_view"]["continuous"] = {"bar": {"w": BAR_SHARE}}
     run_name = html_escape(ctx.run.name)  # dfr-browser inserts title and meta_info as HTML
     return {
         "title": f"bigtopics: {run_name}",
