@@ -472,12 +472,15 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
                    "--exclude-own.")
 @click.option("--diagnostics", is_flag=True,
               help="Also write diagnostics.xml (MALLET's --diagnostics-file), for runs trained with --exclude-own.")
+@click.option("--topic-labels", type=click.Path(exists=True, dir_okay=False),
+              help="Topic labels (default: each topic's top 3 words): one a line, topic 0 first, or TSV "
+                   "topic<TAB>label; in topics.jsonl and dfr-browser.")
 @click.option("--overwrite", is_flag=True,
               help="Replace an earlier export (never a store or run, nor a folder holding files export did not write).")
 @storage_options_option
 @user_errors
 def export(run, output, doc_topics, store, top_words, index, doc_topics_threshold, doc_topics_max, topic_word_weights,
-           state, diagnostics, overwrite, storage_options):
+           state, diagnostics, topic_labels, overwrite, storage_options):
     """Write RUN's topics (and inferred document topics) as MALLET, search-engine, pyLDAvis and
     dfr-browser files (docs/formats.md)."""
     from .export import ExportOptions
@@ -485,7 +488,7 @@ def export(run, output, doc_topics, store, top_words, index, doc_topics_threshol
 
     options = ExportOptions(top_words=top_words, index=index, doc_topics_threshold=doc_topics_threshold,
                             doc_topics_max=doc_topics_max, topic_word_weights=topic_word_weights, state=state,
-                            diagnostics=diagnostics)
+                            diagnostics=diagnostics, topic_labels=topic_labels)
     names = run_export(run, output, doc_topics=doc_topics, store=store, options=options, overwrite=overwrite,
                        storage_options=storage_options)
     click.echo(f"{output}: {', '.join(names)}", err=True)

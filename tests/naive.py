@@ -390,3 +390,23 @@ def dirichlet_fixed_point(mean_log: np.ndarray, alpha: np.ndarray, iterations: i
     for _ in range(iterations):
         alpha = np.array([inverse_digamma(digamma(alpha.sum()) + s) for s in mean_log])
     return alpha
+
+
+def largest_remainder_counts(topics, weights, length: int, alpha) -> list[int]:
+    """One document's dfr-browser counts, topic by topic: theta of the stored topics, the rest of
+    the mass shared by the others in proportion to alpha; then floor(theta N) and one more token
+    to each of the largest remainders (ties: lower topic) until the counts sum to N."""
+    theta = [0.0] * len(alpha)
+    for k, w in zip(topics, weights):
+        theta[int(k)] = float(w)
+    missing = [k for k in range(len(alpha)) if k not in set(int(t) for t in topics)]
+    rest = max(0.0, 1.0 - sum(theta))
+    for k in missing:
+        theta[k] = rest * alpha[k] / sum(alpha[j] for j in missing)
+    total = sum(theta)
+    shares = [t / total * length for t in theta]
+    counts = [int(np.floor(s)) for s in shares]
+    by_remainder = sorted(range(len(alpha)), key=lambda k: (-(shares[k] - counts[k]), k))
+    for k in by_remainder[: length - sum(counts)]:
+        counts[k] += 1
+    return counts

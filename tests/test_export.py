@@ -19,6 +19,8 @@ from bigtopics.settings import TrainSettings
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.trainer import train
 
+from . import naive
+
 SPEC = CorpusSpec(n_docs=800, n_topics=4, n_words=100, mean_length=30, alpha=0.1, eta=0.05, seed=11)
 
 
@@ -141,10 +143,12 @@ def test_dfr_browser_folder_and_pyldavis_inputs(exported, tmp_path):
                                                         "topic_scaled.csv", "tw.json"]
     expected = np.zeros((dt.n_docs, dt.n_topics), np.int64)
     for d, topics, weights, length in doc_rows(dt):
-        expected[d, topics] = np.rint(weights * length)
+        expected[d] = naive.largest_remainder_counts(topics, weights, int(length), model.alpha_k.tolist())
+        assert expected[d].sum() == length
+        assert np.all(np.abs(expected[d, topics] / max(length, 1) - weights) <= 1 / max(length, 1) + 1e-6)
     for path, per_pass in ((folder / "dt.json.zip", None), (tmp_path / "dt.json.zip", 50)):  # one pass, many passes
         if per_pass:
-            write_dfr_doc_topics(dt, path, entries_per_pass=per_pass)
+            write_dfr_doc_topics(dt, model.alpha_k, path, entries_per_pass=per_pass)
         with zipfile.ZipFile(path) as archive:
             sparse = json.loads(archive.read("dt.json"))
         got = np.zeros_like(expected)
@@ -264,9 +268,10 @@ def test_dfr_browser_conditions_on_a_year_or_date_field(exported_metadata, tmp_p
 
     out, _ = exported_metadata
     info = json.loads((out / "dfr-browser" / "info.json").read_text())
-    # year 1900 + d over 300 documents: 299 years in about 20 bins of a round width
-    assert info["VIS"]["condition"] == {"type": "continuous", "name": "year", "spec": {"field": "year", "step": 20}}
-    assert info["VIS"]["metadata"]["spec"]["date_field"] == []
+    # year 1900 + d over 300 documents: 300 years in at most 20 bins of a round number of years
+    assert info["VIS"]["condition"] == {"type": "time", "name": "year, by 20 years",
+                                        "spec": {"field": "year_year", "unit": "year", "n": 20}}
+    assert info["VIS"]["metadata"]["spec"]["date_field"] == ["year_year"]
     docs = [{"id": f"d{i}", "Date": f"{i % 28 + 1:02d}-FEB-{1950 + i} 15:01:01.79", "text": "sea ship whale sail"}
             for i in range(40)]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
@@ -278,13 +283,15 @@ def test_dfr_browser_conditions_on_a_year_or_date_field(exported_metadata, tmp_p
     result = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "out"), "--doc-topics", str(dt)])
     assert result.exit_code == 0, result.output
     info = json.loads((tmp_path / "out" / "dfr-browser" / "info.json").read_text())
-    # a text date, through a column of its years (the browser's date_field), binned by a round number of years
-    assert info["VIS"]["condition"] == {"type": "time", "name": "Date",
-                                        "spec": {"field": "Date_year", "unit": "year", "n": 2}}  # 39 / 20 -> 2
+    # a text date over 40 years, through a column of its bins' starts (the browser's date_field): by 2 years
+    assert info["VIS"]["condition"] == {"type": "time", "name": "Date, by 2 years",
+                                        "spec": {"field": "Date_year", "unit": "year", "n": 2}}
     assert info["VIS"]["metadata"]["spec"]["date_field"] == ["Date_year"]
     with zipfile.ZipFile(tmp_path / "out" / "dfr-browser" / "meta.csv.zip") as archive:
         rows = list(csv.DictReader(io.StringIO(archive.read("meta.csv").decode())))
-    assert [(r["Date"], r["Date_year"]) for r in rows] == [(d["Date"], d["Date"][7:11] + "-01-01") for d in docs]
+    # the first bin at midnight, the others a minute past (so that dfr-browser charts the last bin too)
+    assert [(r["Date"], r["Date_year"]) for r in rows] == [
+        (d["Date"], f"{1950 + i // 2 * 2}-01-01T00:0{0 if i < 2 else 1}:00Z") for i, d in enumerate(docs)]
 
 
 def test_list_metadata_is_written_as_arrays_in_search_files(exported_metadata):

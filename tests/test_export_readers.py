@@ -194,51 +194,137 @@ def dfr_site(exported, tmp_path):
     server.server_close()
 
 
-def test_dfr_browser_opens_the_data_folder(exported, dfr_site, tmp_path):
+def visible_alerts(driver):
+    return driver.execute_script("return Array.from(document.querySelectorAll('#warning, #error'))"
+                                 ".filter(e => !e.classList.contains('hidden')).map(e => e.textContent)")
+
+
+def wait_rows(driver, selector, n):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
+    def ready(_):
+        found = driver.find_elements(By.CSS_SELECTOR, selector)
+        return found if len(found) >= n else False
+    return WebDriverWait(driver, 30).until(ready)
+
+
+def check_document_page(driver, url, d, topics, weights, length):
+    """dfr-browser's page of document d shows its length N_d and, for each topic the model gives
+    it, the share theta to within 1 / N_d (and rounding to 0.1%) and the tokens of that share."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(url + f"#/doc/{d}")
+    wait_rows(driver, "#doc_topics tbody tr", 1)
+    assert driver.find_element(By.CSS_SELECTOR, "#doc_remark .token_count").text == str(length)
+    shown = {}
+    for row in driver.find_elements(By.CSS_SELECTOR, "#doc_topics tbody tr"):
+        cells = row.find_elements(By.TAG_NAME, "td")
+        k = int(cells[0].text.split()[0])  # "<k> <label>": numbered from 0
+        shown[k] = (float(cells[-2].text.rstrip("%")) / 100, int(cells[-1].text))
+    assert sum(tokens for _, tokens in shown.values()) == length
+    for k, theta in zip(topics.tolist(), weights.tolist()):
+        share, tokens = shown.get(k, (0.0, 0))
+        assert abs(share - theta) <= 1 / length + 0.0005, (d, k, share, theta)
+        assert abs(share - tokens / length) <= 0.0005 + 1e-9  # the share shown is its tokens / N_d
+
+
+def test_dfr_browser_opens_the_data_folder(exported, dfr_site, tmp_path):
+    from selenium.webdriver.common.by import By
+
     model, dt, _, _ = exported
-    counts = np.zeros((dt.n_docs, dt.n_topics), np.int64)
-    for first, indptr, topics, weights, lengths in dt.iter_blocks():
-        counts[first + np.repeat(np.arange(len(lengths)), np.diff(indptr)), topics] = np.rint(
-            weights * np.repeat(lengths, np.diff(indptr)))
     driver = chrome_driver()
     try:
-        def visible_alerts():
-            return driver.execute_script("return Array.from(document.querySelectorAll('#warning, #error'))"
-                                         ".filter(e => !e.classList.contains('hidden')).map(e => e.textContent)")
-
-        def rows(selector, n):
-            def ready(_):
-                found = driver.find_elements(By.CSS_SELECTOR, selector)
-                return found if len(found) >= n else False
-            return WebDriverWait(driver, 30).until(ready)
-
         driver.get(dfr_site + "#/model/grid")
-        rows("#model_view_plot g.topic", model.n_topics)
+        wait_rows(driver, "#model_view_plot g.topic", model.n_topics)
         for k in range(model.n_topics):  # every topic's circle carries its top words
             label = driver.find_elements(By.CSS_SELECTOR, "#model_view_plot g.topic")[k].text
             assert model.top_words(k, 1)[0][0] in label
         driver.save_screenshot(str(tmp_path / "grid.png"))
 
-        d = 7
-        driver.get(dfr_site + f"#/doc/{d}")
-        shown = rows("#doc_topics tbody tr", int((counts[d] > 0).sum()))
-        tokens = sorted((int(r.find_elements(By.TAG_NAME, "td")[-1].text) for r in shown), reverse=True)
-        assert tokens == sorted(counts[d][counts[d] > 0].tolist(), reverse=True)
+        for first, indptr, topics, weights, lengths in dt.iter_blocks():
+            for d in (7, 123):
+                sl = slice(indptr[d - first], indptr[d - first + 1])
+                check_document_page(driver, dfr_site, d, topics[sl], weights[sl], int(lengths[d - first]))
+            break
 
         k = 2
-        driver.get(dfr_site + f"#/topic/{k + 1}")  # dfr-browser numbers topics from 1
-        top = rows("#topic_docs tbody tr", 1)
-        rows("#topic_conditional svg rect", 20)  # the topic over 40 years of dates, in bars
-        assert int(top[0].find_elements(By.TAG_NAME, "td")[-1].text) == counts[:, k][
-            np.argmax(counts[:, k] / np.maximum(counts.sum(1), 1))]
+        driver.get(dfr_site + f"#/topic/{k}")  # numbered from 0, as in bigtopics
+        assert driver.find_element(By.CSS_SELECTOR, "#topic_header").text.startswith(f"{k} ")
+        wait_rows(driver, "#topic_docs tbody tr", 1)
+        wait_rows(driver, "#topic_conditional svg rect", 20)  # the topic over 40 years of dates, in bars
         driver.save_screenshot(str(tmp_path / "topic.png"))
-        assert visible_alerts() == []
+        assert visible_alerts(driver) == []
         assert (tmp_path / "grid.png").stat().st_size > 10_000
     finally:
         driver.quit()
+
+
+REUTERS = Path("/work/shared/corpora/reuters21578/docs.jsonl.gz")
+
+
+@pytest.mark.skipif(not REUTERS.exists(), reason="the Reuters corpus is not here")
+def test_dfr_browser_shows_a_reuters_model_by_month_with_labels(tmp_path):
+    """Reuters (every 40th story, dates Feb-Oct 1987, lists of categories) trained, inferred with
+    infer's default threshold (topics left out), exported with a labels file, opened in dfr-browser."""
+    import gzip as gz
+
+    from selenium.webdriver.common.by import By
+
+    from bigtopics.ingest import ingest
+
+    with gz.open(REUTERS, "rt") as f, open(tmp_path / "reuters.jsonl", "w") as out:
+        for i, line in enumerate(f):
+            if i % 40 == 0:
+                out.write(line)
+    store, run, dt_path, out = tmp_path / "r.zarr", tmp_path / "run", tmp_path / "dt.zarr", tmp_path / "out"
+    ingest(tmp_path / "reuters.jsonl", store, quiet=True, log=lambda m: None)
+    train(store, run, TrainSettings(n_topics=6, epochs=2, batch_size=200), quiet=True)
+    infer(run, store, dt_path, InferSettings(), quiet=True)
+    (tmp_path / "labels.tsv").write_text("topic\tlabel\n3\tMoney & <b>markets</b>\n")
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--doc-topics", str(dt_path),
+                                       "--topic-labels", str(tmp_path / "labels.tsv")])
+    assert result.exit_code == 0, result.output
+    info = json.loads((out / "dfr-browser" / "info.json").read_text())
+    assert info["VIS"]["condition"]["spec"] == {"field": "date_month", "unit": "month", "n": 1}
+    model, dt = load_model(run), DocTopics(dt_path)
+    site = tmp_path / "site"
+    shutil.copytree(DFR_BROWSER, site)
+    shutil.copytree(out / "dfr-browser", site / "data")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    driver = chrome_driver()
+    try:
+        first, indptr, topics, weights, lengths = next(dt.iter_blocks())
+        short = [d for d in range(len(lengths))
+                 if 5 <= lengths[d] <= 40 and weights[indptr[d]:indptr[d + 1]].sum() < 0.98]
+        assert short  # documents whose stored weights leave mass out (the threshold)
+        for d in short[:3] + [int(np.argmax(lengths))]:
+            sl = slice(indptr[d], indptr[d + 1])
+            check_document_page(driver, url, d, topics[sl], weights[sl], int(lengths[d]))
+            citation = driver.find_element(By.CSS_SELECTOR, "#doc_header").text
+            assert "[]" not in citation and '["' not in citation
+        driver.get(url + "#/topic/3")
+        wait_rows(driver, "#topic_docs tbody tr", 1)
+        assert driver.find_element(By.CSS_SELECTOR, "#topic_header").text == "3 Money & <b>markets</b>"
+        driver.get(url + "#/topic/0")
+        assert driver.find_element(By.CSS_SELECTOR, "#topic_header").text == "0 " + " ".join(
+            w for w, _ in model.top_words(0, 3))
+        ticks = [t.text for t in wait_rows(driver, "#topic_plot g.axis.x g.tick text", 2)]
+        assert ticks[0] == "February" and "October" in ticks  # by month, Feb to Oct 1987
+        y_ticks = wait_rows(driver, "#topic_plot g.axis.y g.tick text", 2)
+        svg_left = driver.find_element(By.CSS_SELECTOR, "#topic_plot svg").rect["x"]
+        assert all(t.rect["x"] >= svg_left for t in y_ticks)  # no label clipped by the chart's edge
+        driver.get(url + "#/model/conditional")
+        months = [t.text for t in wait_rows(driver, "#model_view_conditional g.axis.x g.tick text", 2)]
+        assert months[0] == "February" and months[-1] == "October"
+        assert visible_alerts(driver) == []
+    finally:
+        driver.quit()
+        server.shutdown()
+        server.server_close()
 
 
 # -- diagnostics.xml against TopicModelDiagnostics transcribed loop by loop ----------------------

@@ -32,6 +32,7 @@ from ..evaluate import current_evaluation
 from ..model import load_model
 from ..options import OptionError, check_integer, check_real
 from ..outputs import check_output
+from ..topic_labels import topic_labels
 from . import dfr, mallet, mallet_diagnostics, model_files, pyldavis, search, state
 from .base import ExportContext, ExportOptions, Writer
 from .dfr import write_dfr_doc_topics
@@ -52,8 +53,9 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     """Write every export of a run into the directory `output` (published atomically) and return
     the names written. `options` (or its fields as keywords: top_words=20, index="bigtopics",
     doc_topics_threshold=0.0, doc_topics_max=-1, topic_word_weights=False, state=False,
-    diagnostics=False) choose the files and their forms; notices (renamed metadata fields, a stale
-    evaluation.json, a file left out) go to `log` (default: stderr). `doc_topics` and `store` may be
+    diagnostics=False, topic_labels=None: a labels file, topic_labels.py) choose the files and
+    their forms; notices (renamed metadata fields, a stale evaluation.json, a file left out) go to
+    `log` (default: stderr). `doc_topics` and `store` may be
     URLs (`storage_options` for them; bigtopics/locations.py); `output` is local."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     options = options or ExportOptions(**option_values)
@@ -93,7 +95,8 @@ def export_context(run: Path, model, options: ExportOptions, *, doc_topics=None,
     opened = dt.source_store(store, model.n_topics, storage_options) if dt is not None else None
     return ExportContext(run=run, model=model, options=options, diagnostics=_diagnostics(run, model, log), log=log,
                          dt=dt, store=opened, storage_options=storage_options,
-                         top=[top_word_ids(model, k, options.top_words) for k in range(model.n_topics)])
+                         top=[top_word_ids(model, k, options.top_words) for k in range(model.n_topics)],
+                         labels=topic_labels(model, options.topic_labels))
 
 
 def wanted(writer: Writer, ctx: ExportContext) -> bool:

@@ -15,8 +15,6 @@ from ..model import Model
 from ..store import Store
 from .text import text_vocab
 
-LABEL_WORDS = 3
-
 
 @dataclass
 class ExportOptions:
@@ -28,12 +26,14 @@ class ExportOptions:
     topic_word_weights: bool = False    # MALLET --topic-word-weights-file: K x V lines
     state: bool = False                 # MALLET --output-state: one line per token
     diagnostics: bool = False           # MALLET --diagnostics-file: a pass over the store
+    topic_labels: str | None = None     # a labels file (topic_labels.py); default: each topic's top words
 
 
 @dataclass
 class ExportContext:
-    """A loaded model, its top words, evaluation diagnostics, and (with --doc-topics) the document
-    topics and the store they were inferred from; `run` is the run directory."""
+    """A loaded model, its top words and labels (topic_labels.py), evaluation diagnostics, and
+    (with --doc-topics) the document topics and the store they were inferred from; `run` is the
+    run directory."""
     run: Path
     model: Model
     options: ExportOptions
@@ -42,6 +42,7 @@ class ExportContext:
     dt: DocTopics | None = None
     store: Store | None = None
     top: list[np.ndarray] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
     storage_options: dict | None = None  # for the stores and document topics at URLs
 
     @property
@@ -92,10 +93,6 @@ def stored_counts(model: Model, k: int, words: np.ndarray, entries=None) -> np.n
     return np.where(hit, values[position] if len(stored) else 0.0, 0.0)
 
 
-def topic_label(model: Model, words: np.ndarray) -> str:
-    return " ".join(model.vocab[words[:LABEL_WORDS]])
-
-
 def json_line(record) -> str:
     # allow_nan=False: a bare NaN or Infinity is not JSON, and Elasticsearch and Solr reject the line
     return json.dumps(record, allow_nan=False) + "\n"
@@ -107,8 +104,3 @@ def doc_rows(dt: DocTopics, store: Store, fields=()):
         stop = first + len(indptr) - 1
         meta = {f: store.metadata(f, first, stop) for f in fields}
         yield first, indptr, topics, weights, lengths, store.doc_ids(first, stop), meta
-
-
-def topic_counts(indptr: np.ndarray, weights: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Each entry's token count round(theta[d, k] N_d), as dfr-browser's and MALLET's counts."""
-    return np.rint(weights * np.repeat(lengths, np.diff(indptr))).astype(np.int64)

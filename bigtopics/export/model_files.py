@@ -17,7 +17,7 @@ import numpy as np
 import zarr
 
 from ..store import CSR_ENCODING, default_compressors
-from .base import ExportContext, Writer, json_line, stored_counts, topic_label, topic_norms
+from .base import ExportContext, Writer, json_line, stored_counts, topic_norms
 
 # dimension names of topic_word.zarr's arrays, as xarray reads them
 DIMENSIONS = {"indptr": "topic_bound", "indices": "entry", "data": "entry", "smoothing": "topic"}
@@ -57,7 +57,7 @@ def write_topics_jsonl(ctx: ExportContext, out: Path) -> None:
     norms, totals, alpha = topic_norms(model), model.topic_totals(), model.alpha_k
     with open(out / "topics.jsonl", "w", encoding="utf-8") as f:
         for k, words in enumerate(ctx.top):
-            record = {"topic": k, "label": topic_label(model, words), "top_words": [str(w) for w in model.vocab[words]],
+            record = {"topic": k, "label": ctx.labels[k], "top_words": [str(w) for w in model.vocab[words]],
                       "probabilities": [round(float(p), 6)
                                         for p in (stored_counts(model, k, words) + model.eta) / norms[k]],
                       "tokens": float(totals[k]), "share": float(totals[k] / max(totals.sum(), 1e-300)),
