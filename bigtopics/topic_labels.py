@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .model import Model
 from .options import OptionError
+from .places import what_is
 
 LABEL_WORDS = 3
 MAX_LABEL_CHARS = 200
@@ -40,6 +41,12 @@ def read_labels(path: str | Path, n_topics: int) -> dict[int, str]:
     def fail(what: str) -> OptionError:
         return OptionError(f"{FLAG} {path}: {what}")
 
+    kind = what_is(path)
+    if kind != "a regular file":  # a FIFO would block the read, a device such as /dev/zero never end it
+        raise fail(f"{kind}, not a file of labels")
+    size = Path(path).stat().st_size
+    if size > n_topics * (MAX_LABEL_CHARS * 4 + 16) + 4096:
+        raise fail(f"{size:,} bytes, more than labels of at most {MAX_LABEL_CHARS} characters for {n_topics:,} topics")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as e:

@@ -1,5 +1,7 @@
 """Topic labels files (topic_labels.py) and dates binned by their span (date_bins.py)."""
 
+import os
+
 import pytest
 
 from bigtopics.date_bins import Date, DateRange, parse_date
@@ -29,6 +31,22 @@ def test_a_bad_labels_file_is_refused_in_one_line(tmp_path, text, says):
     with pytest.raises(OptionError, match=says) as error:
         read_labels(path, 3)
     assert "\n" not in str(error.value) and str(path) in str(error.value)
+
+
+def test_a_labels_path_that_is_no_file_is_never_read(tmp_path):
+    fifo = tmp_path / "labels.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OptionError, match="named pipe"):
+        read_labels(fifo, 3)  # (a read would block forever)
+    zero = tmp_path / "zero"
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(OptionError, match="character device"):
+        read_labels(zero, 3)
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as f:
+        f.truncate(1 << 30)
+    with pytest.raises(OptionError, match="bytes, more than labels"):
+        read_labels(huge, 3)
 
 
 def test_dates_are_read_in_the_forms_archives_write():
