@@ -469,8 +469,8 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
 @click.option("--topic-word-weights", is_flag=True,
               help="Also write topic_word_weights.txt (MALLET's --topic-word-weights-file: K x V lines).")
 @click.option("--state", is_flag=True,
-              help="Also write state.gz (MALLET's --output-state: every token's topic), for runs trained with "
-                   "--exclude-own.")
+              help="Also write state.gz (MALLET's --output-state: every token's topic) and state_instances.txt "
+                   "(the text MALLET imports to load it), for runs trained with --exclude-own.")
 @click.option("--diagnostics", is_flag=True,
               help="Also write diagnostics.xml (MALLET's --diagnostics-file), for runs trained with --exclude-own.")
 @click.option("--overwrite", is_flag=True,
