@@ -419,7 +419,8 @@ def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_res
 @click.argument("run", type=click.Path(exists=True))
 @click.argument("store", type=STORE)
 @click.option("-o", "--output", required=True, help="doc_topics.zarr to write (a path or a URL).")
-@click.option("--threshold", type=float, default=0.01, show_default=True, help="Smallest proportion kept (in [0, 1)).")
+@click.option("--threshold", type=float, default=0.0, show_default=True,
+              help="Smallest proportion kept (in [0, 1)); 0 keeps every topic a document was assigned.")
 @click.option("--burnin", type=int, default=4, show_default=True, help="Gibbs sweeps discarded per document.")
 @click.option("--samples", type=int, default=4, show_default=True, help="Gibbs sweeps averaged per document.")
 @click.option("--seed", "--random-seed", "seed", type=int, default=0, show_default=True, help="In [0, 2**63).")
@@ -468,8 +469,8 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
 @click.option("--topic-word-weights", is_flag=True,
               help="Also write topic_word_weights.txt (MALLET's --topic-word-weights-file: K x V lines).")
 @click.option("--state", is_flag=True,
-              help="Also write state.gz (MALLET's --output-state: every token's topic), for runs trained with "
-                   "--exclude-own.")
+              help="Also write state.gz (MALLET's --output-state: every token's topic) and state_instances.txt "
+                   "(the text MALLET imports to load it), for runs trained with --exclude-own.")
 @click.option("--diagnostics", is_flag=True,
               help="Also write diagnostics.xml (MALLET's --diagnostics-file), for runs trained with --exclude-own.")
 @click.option("--topic-labels", type=click.Path(exists=True, dir_okay=False),

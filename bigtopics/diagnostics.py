@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .doc_topics import DocTopics
+from .doc_topics import DocTopics, by_weight
 from .infer import InferSettings, check_vocabulary, infer_block, infer_parts
 from .kernels.evaluate import count_cooccurrences
 from .model import Model
@@ -112,13 +112,14 @@ def topic_entropy(values: np.ndarray, total: float, n_words: int, eta: float) ->
 
 def prominence(doc_topics_blocks, n_topics: int, threshold: float) -> tuple[np.ndarray, np.ndarray, int]:
     """(documents whose top topic is k, documents with theta_k >= threshold, documents) from
-    blocks of (first doc, indptr, topics by decreasing weight, weights, lengths)."""
+    blocks of (first doc, indptr, topics, weights, lengths); a document's top topic is its largest
+    weight's, the lower topic on ties."""
     top = np.zeros(n_topics, np.int64)
     prominent = np.zeros(n_topics, np.int64)
     n_docs = 0
     for _, indptr, topics, weights, _ in doc_topics_blocks:
         nonempty = np.diff(indptr) > 0
-        top += np.bincount(topics[indptr[:-1][nonempty]], minlength=n_topics)
+        top += np.bincount(by_weight(indptr, topics, weights)[0][indptr[:-1][nonempty]], minlength=n_topics)
         prominent += np.bincount(topics[weights >= threshold], minlength=n_topics)
         n_docs += len(indptr) - 1
     return top, prominent, n_docs

@@ -2,6 +2,11 @@
 written here so that every tool that reads them (export, site, report, diagnostics, evaluate)
 needs this format, not the inference engine: a Zarr group of one CSR matrix, documents x topics,
 with each document's length beside it.
+
+Format version 2 is canonical CSR, as scipy, anndata and dask take it: topic ids int32 and
+ascending within a row. Version 1 (topic ids uint16/uint32 by decreasing weight within a row,
+which scipy's reductions refuse) is still read: `iter_blocks` gives every reader the rows of
+either version with topic ids ascending.
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ import zarr
 
 from .checked import CheckedChunks, check_ids, check_offsets
 from .locations import is_url, locate
-from .store import Store, StoreError, check_format, default_compressors, index_dtype_for, open_store
+from .store import Store, StoreError, check_format, default_compressors, open_store
 
-DOC_TOPICS_FORMAT_VERSION = 1
+DOC_TOPICS_FORMAT_VERSION = 2
+WEIGHT_ORDERED_VERSION = 1  # its rows by decreasing weight: reordered when read
+INDEX_DTYPE = np.dtype(np.int32)  # the index type scipy's sparse matrices keep (int64 is cast down or copied)
+LAYOUT = "canonical CSR: topic ids int32, ascending within a row (scipy's has_canonical_format)"
 DOCS_PER_CHUNK = 1 << 16
 ENTRIES_PER_CHUNK = 1 << 20
 # each array's dimension (Zarr v3 dimension_names), so that xarray.open_zarr opens the group
@@ -32,7 +40,7 @@ def create_arrays(group, n_docs: int, nnz: int, n_topics: int) -> tuple:
                                   compressors=default_compressors(dtype), dimension_names=(DIMENSIONS[name],))
 
     return (create("indptr", n_docs + 1, np.int64, DOCS_PER_CHUNK),
-            create("indices", nnz, index_dtype_for(n_topics), ENTRIES_PER_CHUNK),
+            create("indices", nnz, INDEX_DTYPE, ENTRIES_PER_CHUNK),
             create("data", nnz, np.float32, ENTRIES_PER_CHUNK),
             create("doc_lengths", n_docs, np.int64, DOCS_PER_CHUNK))
 
@@ -56,7 +64,9 @@ class DocTopics:
             with self._where.errors():
                 self.group = zarr.open_group(CheckedChunks(self._where.zarr_store(True), self.location), mode="r")
                 self.attrs = dict(self.group.attrs)
-                check_format(self.location, self.attrs, "doc_topics_format_version", DOC_TOPICS_FORMAT_VERSION)
+                self.weight_ordered = self.attrs.get("doc_topics_format_version") == WEIGHT_ORDERED_VERSION
+                if not self.weight_ordered:
+                    check_format(self.location, self.attrs, "doc_topics_format_version", DOC_TOPICS_FORMAT_VERSION)
                 self.n_docs, self.n_topics = (int(x) for x in self.attrs["shape"])
                 self.nnz = int(self.group["indices"].shape[0])
                 self.docs_per_block = int(self.group["indptr"].chunks[0])
@@ -73,9 +83,9 @@ class DocTopics:
         return StoreError(f"{self.location} is damaged: {what} (run bigtopics infer again)")
 
     def iter_blocks(self, docs_per_block: int | None = None):
-        """Yield (first document, indptr rebased to 0, topics, weights, doc_lengths) per block,
-        each checked: offsets ascending within the entries, topic ids below K, weights in [0, 1],
-        lengths >= 0 (one line naming the array and the first bad position)."""
+        """Yield (first document, indptr rebased to 0, topics ascending within each row, weights,
+        doc_lengths) per block, each checked: offsets ascending within the entries, topic ids below
+        K, weights in [0, 1], lengths >= 0 (one line naming the array and the first bad position)."""
         step = docs_per_block or self.docs_per_block
         for lo in range(0, self.n_docs, step):
             hi = min(lo + step, self.n_docs)
@@ -88,6 +98,10 @@ class DocTopics:
                 block = (lo, indptr - a, topics.astype(np.int64), np.asarray(self.group["data"][a:b], np.float64),
                          np.asarray(self.group["doc_lengths"][lo:hi]))
             check_ids(topics, self.n_topics, "indices", self._damaged, start=a)
+            if self.weight_ordered:
+                block = _by_topic(*block)
+            else:
+                self._check_ascending(block[1], block[2], a)
             weights, lengths = block[3], block[4]
             if len(weights) and not (np.isfinite(weights).all() and weights.min() >= 0 and weights.max() <= 1):
                 p = int(np.argmax(~(np.isfinite(weights) & (weights >= 0) & (weights <= 1))))
@@ -96,6 +110,17 @@ class DocTopics:
                 p = int(np.argmax(lengths < 0))
                 raise self._damaged(f"doc_lengths holds {lengths[p]} at position {lo + p:,}, not a length")
             yield block
+
+    def _check_ascending(self, indptr: np.ndarray, topics: np.ndarray, start: int) -> None:
+        """Topic ids strictly ascending within each row, as the layout declares."""
+        if len(topics) < 2:
+            return
+        same_row = np.ones(len(topics) - 1, bool)
+        same_row[indptr[1:-1][(indptr[1:-1] > 0) & (indptr[1:-1] < len(topics))] - 1] = False
+        bad = np.flatnonzero(same_row & (np.diff(topics) <= 0))
+        if len(bad):
+            raise self._damaged(f"indices holds topic {topics[bad[0] + 1]} after {topics[bad[0]]} within a row at "
+                                f"position {start + int(bad[0]) + 1:,}: not ascending")
 
     def source_store(self, store=None, n_topics: int | None = None, storage_options: dict | None = None) -> Store:
         """The store these topics were inferred from (`store`, a path or URL, else the one recorded),
@@ -108,3 +133,16 @@ class DocTopics:
             raise StoreError(f"{self.location} ({self.n_docs:,} documents, {self.n_topics} topics) does not match "
                              f"{opened.location} ({opened.n_docs:,} documents) and the model ({n_topics} topics)")
         return opened
+
+
+def by_weight(indptr: np.ndarray, topics: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A block's (topics, weights) with each row by decreasing weight, ties by the lower topic: for
+    the readers that list a document's topics largest first (its first entry is its top topic)."""
+    order = np.lexsort((topics, -weights, np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))))
+    return topics[order], weights[order]
+
+
+def _by_topic(first: int, indptr: np.ndarray, topics: np.ndarray, weights: np.ndarray, lengths: np.ndarray):
+    """A block of a version-1 file (rows by decreasing weight) with each row's topics ascending."""
+    order = np.lexsort((topics, np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))))
+    return first, indptr, topics[order], weights[order], lengths

@@ -9,10 +9,10 @@ with n_dk the topic counts averaged over `samples` saved sweeps after `burnin` d
 Every document has its own random stream, fixed by (seed, document number), so the result does
 not depend on the number of threads, on block sizes or on interruptions.
 
-Output (`doc_topics.zarr`, doc_topics_format_version 1), a Zarr v3 group in anndata's csr_matrix
-encoding, shape [n_docs, K]:
+Output (`doc_topics.zarr`, doc_topics_format_version 2), a Zarr v3 group in anndata's csr_matrix
+encoding, shape [n_docs, K], canonical CSR (scipy, anndata and dask take it as it is):
     indptr      int64 (n_docs + 1)
-    indices     uint16|uint32  topic ids, by decreasing weight within a row
+    indices     int32  topic ids, ascending within a row
     data        float32  theta[d, k] for the topics with n_dk > 0 and theta >= threshold
     doc_lengths int64 (n_docs)  tokens per document
 Each array names its dimension (dimension_names: doc_bound, entry, entry, doc) for xarray.open_zarr.
@@ -53,7 +53,7 @@ import numpy as np
 from .atomic import atomic_write_bytes
 from .cluster import connected, map_parts
 from .cores import use_threads
-from .doc_topics import DOC_TOPICS_FORMAT_VERSION, NORMALISATION, create_arrays
+from .doc_topics import DOC_TOPICS_FORMAT_VERSION, INDEX_DTYPE, LAYOUT, NORMALISATION, create_arrays
 from .frozen import frozen_point_estimates
 from .local_steps.gibbs import gibbs_sample
 from .locations import Location, locate
@@ -69,7 +69,6 @@ from .store import (
     CSRBlock,
     Store,
     StoreError,
-    index_dtype_for,
     open_store,
 )
 
@@ -80,7 +79,7 @@ PART_TOKENS = 1 << 23
 
 @dataclass
 class InferSettings:
-    threshold: float = 0.01
+    threshold: float = 0.0  # 0: every topic a document was assigned, so that its row sums to 1 (MALLET's rows)
     burnin: int = 4
     samples: int = 4
     seed: int = 0
@@ -133,12 +132,11 @@ def infer_block(model: Model, block: CSRBlock, settings: InferSettings, n_worker
     doc_of = np.repeat(np.arange(block.n_docs), np.diff(indptr))
     theta = posterior_mean(model.alpha, model.n_topics, topics, counts, lengths[doc_of])
     keep = theta >= settings.threshold
-    doc_of, topics, theta = doc_of[keep], topics[keep], theta[keep]
-    order = np.lexsort((topics, -theta, doc_of))  # by document, then decreasing weight
+    doc_of, topics, theta = doc_of[keep], topics[keep], theta[keep]  # by document, topics ascending
     out_indptr = np.zeros(block.n_docs + 1, np.int64)
     np.cumsum(np.bincount(doc_of, minlength=block.n_docs), out=out_indptr[1:])
-    return {"indptr": out_indptr, "indices": topics[order].astype(index_dtype_for(model.n_topics)),
-            "data": theta[order].astype(np.float32), "doc_lengths": lengths.astype(np.int64)}
+    return {"indptr": out_indptr, "indices": topics.astype(INDEX_DTYPE), "data": theta.astype(np.float32),
+            "doc_lengths": lengths.astype(np.int64)}
 
 
 def posterior_mean(alpha, n_topics: int, topics, counts, lengths) -> np.ndarray:
@@ -233,7 +231,8 @@ def _infer_locked(model: Model, store: Store, output: Location, parts: Path, set
                   interrupts: InterruptsThatStick) -> dict:
     n_blocks = max(1, len(store.block_starts()))
     docs_per_part = store.docs_per_block * max(1, round(part_tokens * n_blocks / max(store.n_tokens, 1)))
-    manifest = {"model": str(model.path.resolve()), "model_progress": model.attrs.get("progress"),
+    manifest = {"doc_topics_format_version": DOC_TOPICS_FORMAT_VERSION,
+                "model": str(model.path.resolve()), "model_progress": model.attrs.get("progress"),
                 "store": store.location, "store_fingerprint": store.fingerprint(),
                 "docs_per_part": docs_per_part,
                 "settings": {k: v for k, v in asdict(settings).items() if k != "workers"}}
@@ -313,8 +312,8 @@ def _assemble(parts: Path, starts: list[int], output: Location, model: Model, st
         with target.errors():
             _write_parts(target.group, parts, starts, sizes, nnz, model, store)
         target.publish({**CSR_ENCODING, "shape": [store.n_docs, model.n_topics],
-                        "doc_topics_format_version": DOC_TOPICS_FORMAT_VERSION, "nnz": nnz,
-                        "normalisation": NORMALISATION, "alpha": alpha_attribute(model.alpha), "eta": model.eta,
+                        "nnz": nnz, "layout": LAYOUT, "normalisation": NORMALISATION,
+                        "alpha": alpha_attribute(model.alpha), "eta": model.eta,
                         **manifest})
     except BaseException:
         target.abort()

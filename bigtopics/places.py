@@ -38,7 +38,8 @@ RUN_FILES = ("settings.json", "metrics.jsonl", "checkpoints", "table", "assignme
 RUN_ENTRIES = RUN_FILES + (".lock", ".infer-*.parts", ".infer-*.lock") + tuple(f".{name}.*" for name in RUN_FILES)
 EXPORT_ENTRIES = ("topic_word.zarr", "vocab.txt", "topic_keys.tsv", "word_topic_counts.txt", "topics.jsonl",
                   "pyldavis.json", "doc_topics.txt", "search.jsonl", "search_solr.jsonl", "dfr-browser",
-                  "topic_word_weights.txt", "state.gz", "diagnostics.xml", "tw.json", "dt.json.zip")  # (last 2: old)
+                  "topic_word_weights.txt", "state.gz", "state_instances.txt", "diagnostics.xml", "tw.json",
+                  "dt.json.zip")  # (last 2: old)
 SITE_ENTRIES = ("index.html", "topic.html", "doc.html", "site.js", "site.css", "site.json", "data", "csv")
 OWN_ENTRIES = {"run": RUN_ENTRIES, "export": EXPORT_ENTRIES, "site": SITE_ENTRIES}
 # The files that make a folder a Zarr group or array (v3; v2 groups and arrays).

@@ -17,12 +17,15 @@ from click.testing import CliRunner
 
 from bigtopics.cli import main
 from bigtopics.doc_topics import DocTopics
+from bigtopics.export.base import topic_word_probabilities
 from bigtopics.infer import InferSettings, infer
 from bigtopics.model import load_model
 from bigtopics.settings import TrainSettings
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.trainer import train
+
+from . import mallet_reference
 
 SPEC = CorpusSpec(n_docs=600, n_topics=5, n_words=120, mean_length=40, alpha=0.1, eta=0.05, seed=7)
 DFR_BROWSER = Path(__file__).parent / "data" / "dfr-browser"
@@ -80,11 +83,11 @@ def test_pyldavis_shows_the_models_numbers_in_topic_order(exported):
     pyldavis = pytest.importorskip("pyLDAvis")
     model, _, store, out = exported
     prepared = pyldavis.prepare(**json.loads((out / "pyldavis.json").read_text()), n_jobs=1)
-    assert prepared.topic_order == list(range(model.n_topics))  # not renumbered by size
+    assert prepared.topic_order == list(range(1, model.n_topics + 1))  # not reordered by size
     totals = model.topic_totals()
     info = prepared.topic_info
     for k in range(model.n_topics):
-        rows = info[info.Category == f"Topic{k}"]  # start_index 0: the topics' own ids
+        rows = info[info.Category == f"Topic{k + 1}"]  # start_index 1: LDAvis's page reads topic 0 as none
         probabilities = model.word_probabilities(k)
         index = {w: i for i, w in enumerate(model.vocab)}
         np.testing.assert_allclose(rows.Freq / totals[k], [probabilities[index[t]] for t in rows.Term], rtol=1e-9)
@@ -125,31 +128,73 @@ def test_xarray_opens_doc_topics(exported):
     np.testing.assert_allclose(dataset["data"].values[:len(weights)], weights, rtol=1e-7)
 
 
+def test_anndata_scipy_and_dask_take_doc_topics_as_canonical_csr(exported):
+    """read_elem gives scipy a canonical CSR: its reductions work (they raised "Output dtype not
+    compatible with inputs" on uint16 indices ordered by weight) and give the model's numbers;
+    anndata's lazy reader gives dask the same matrix."""
+    anndata_io = pytest.importorskip("anndata.io")
+    anndata_experimental = pytest.importorskip("anndata.experimental")
+    model, dt, _, _ = exported
+    group = zarr.open_group(dt.path, mode="r")
+    matrix = anndata_io.read_elem(group)
+    assert matrix.shape == (dt.n_docs, model.n_topics) and matrix.indices.dtype == np.int32
+    assert matrix.has_canonical_format and matrix.has_sorted_indices
+    assert "canonical" in dt.attrs["layout"]
+    stored = np.zeros((dt.n_docs, model.n_topics))  # the documents' stored weights, as bigtopics reads them
+    for first, indptr, topics, weights, lengths in dt.iter_blocks():
+        stored[first + np.repeat(np.arange(len(lengths)), np.diff(indptr)), topics] = weights
+    np.testing.assert_array_equal(np.asarray(matrix.argmax(axis=1)).ravel(), stored.argmax(axis=1))
+    np.testing.assert_allclose(matrix.max(axis=1).toarray().ravel(), stored.max(axis=1), rtol=1e-7)
+    assert matrix.sum() == pytest.approx(stored.sum(), rel=1e-6)
+    # threshold 0: a row and the prior shares of the topics it was not assigned sum to 1 (MALLET's rows)
+    theta = dense_doc_topics(model, dt)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(matrix.argmax(axis=1)).ravel(), theta.argmax(axis=1))
+    lazy = anndata_experimental.read_elem_lazy(group)  # a dask array of CSR blocks
+    row_sums = lazy.map_blocks(lambda block: np.asarray(block.sum(axis=1)), dtype=np.float64,
+                               chunks=(lazy.chunks[0], (1,)))
+    np.testing.assert_allclose(row_sums.compute().ravel(), stored.sum(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(lazy[:50].compute().toarray(), stored[:50], rtol=1e-7)
+
+
 def test_state_is_mallets_and_holds_the_runs_token_topics(exported):
+    """state.gz as R mallet and dfrtopics read it (six space-separated columns), and as MALLET loads
+    it with the instance list imported from state_instances.txt (tests/mallet_reference.py): every
+    typeindex is the token's in MALLET's alphabet, every token's topic the run's saved one."""
     model, _, store, out = exported
     run = model.path.parent
     saved = np.load(run / "assignments" / "topics.npy")
-    offsets = np.load(run / "assignments" / "token_offsets.npy")
     with gzip.open(out / "state.gz", "rt", encoding="utf-8") as f:
         assert f.readline() == "#doc source pos typeindex type topic\n"
         alphas = f.readline()
         assert alphas.startswith("#alpha : ") and [float(a) for a in alphas[9:].split()] == model.alpha_k.tolist()
         assert f.readline() == f"#beta : {model.eta!r}\n"
-        # as R mallet's mallet.read.state and dfrtopics' read_sampling_state: six space-separated columns
         rows = [line.split(" ") for line in f.read().splitlines()]
     assert all(len(r) == 6 for r in rows)
     docs, pos, types, topics = (np.array([int(r[i]) for r in rows]) for i in (0, 2, 3, 5))
-    assert [r[4] for r in rows] == list(model.vocab[types])
-    visited = [d for d in range(store.n_docs) if saved[offsets[d]] != np.iinfo(saved.dtype).max]
-    assert np.unique(docs).tolist() == visited and len(visited) == store.n_docs  # no held-out documents here
     np.testing.assert_array_equal(topics, saved)  # every token's saved topic, in the store's order
+    alphabet, documents, alpha, beta = mallet_reference.read_state(out / "state_instances.txt", out / "state.gz")
+    assert alpha == model.alpha_k.tolist() and beta == model.eta
+    assert len(documents) == store.n_docs  # no documents kept out of this run
+    assert [name for name, _, _ in documents] == [str(i) for i in store.doc_ids()]
+    np.testing.assert_array_equal(np.concatenate([t for _, _, t in documents]), saved)
+    assert [r[4] for r in rows] == [alphabet[t] for t in types]
     for block in store.iter_blocks():
         for i in range(block.n_docs):
             d = block.start + i
             words, counts = block.row(i)
-            mine = docs == d
-            np.testing.assert_array_equal(types[mine], np.repeat(words, counts))
+            mine = docs == d  # the state's documents are the store's, in order
+            assert [alphabet[t] for t in types[mine]] == list(model.vocab[np.repeat(words, counts)])
             np.testing.assert_array_equal(pos[mine], np.arange(counts.sum()))
+    # a state that does not follow the instance list is refused, as MALLET refuses it
+    broken = out.parent / "broken.gz"
+    with gzip.open(out / "state.gz", "rt") as f, gzip.open(broken, "wt") as g:
+        lines = f.readlines()
+        first = lines[3].split(" ")
+        lines[3] = " ".join(first[:3] + [str(int(first[3]) + 1)] + first[4:])
+        g.writelines(lines)
+    with pytest.raises(mallet_reference.StateMismatch, match="instance list and state do not match"):
+        mallet_reference.read_state(out / "state_instances.txt", broken)
 
 
 def test_state_is_refused_in_one_line_for_a_run_without_token_topics(exported, tmp_path):
@@ -328,127 +373,24 @@ def test_dfr_browser_shows_a_reuters_model_by_month_with_labels(tmp_path):
 
 
 # -- diagnostics.xml against TopicModelDiagnostics transcribed loop by loop ----------------------
-def mallet_diagnostics(model, store, saved, offsets, n_top):
-    """TopicModelDiagnostics (MALLET 2.0.8+) line by line over the saved topics, with the model's
-    N[k, w] as the topics' word counts (export/mallet_diagnostics.py): {topic: (scores, [word scores])}."""
-    import math
-
-    K, V, beta = model.n_topics, model.n_words, model.eta
-    alpha = model.alpha_k.tolist()
-    alpha_sum = sum(alpha)
-    tokens_per_topic = model.topic_totals()
-    sorted_words = []
-    for k in range(K):
-        words, values = model.topic_entries(k)
-        sorted_words.append(sorted(zip(words.tolist(), values.tolist()), key=lambda p: (-p[1], p[0])))
-    top = [[w for w, _ in sorted_words[k][:n_top]] for k in range(K)]
-    proportions = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
-    codoc = [[[0] * n_top for _ in range(n_top)] for _ in range(K)]
-    word_type_counts = [0] * V
-    rank1, nonzero = [0] * K, [0] * K
-    at = [[0] * len(proportions) for _ in range(K)]
-    c_log_c = [0.0] * K
-    n_tokens = 0
-    unvisited = np.iinfo(saved.dtype).max
-    for block in store.iter_blocks():
-        for i in range(block.n_docs):
-            d = block.start + i
-            words, counts = block.row(i)
-            tokens = np.repeat(words, counts).tolist()
-            topics = saved[offsets[d]:offsets[d + 1]].tolist()
-            if not topics or topics[0] == unvisited:
-                continue
-            topic_counts = [0] * K
-            present = [set() for _ in range(K)]
-            for w, t in zip(tokens, topics):
-                n_tokens += 1
-                word_type_counts[w] += 1
-                topic_counts[t] += 1
-                if w in top[t]:
-                    present[t].add(w)
-            max_topic, max_count = -1, -1
-            for t in range(K):
-                if topic_counts[t] > 0:
-                    nonzero[t] += 1
-                    if topic_counts[t] > max_count:
-                        max_topic, max_count = t, topic_counts[t]
-                    c_log_c[t] += topic_counts[t] * math.log(topic_counts[t])
-                    share = (alpha[t] + topic_counts[t]) / (alpha_sum + len(tokens))
-                    for j, threshold in enumerate(proportions):
-                        if share < threshold:
-                            break
-                        at[t][j] += 1
-                    for a in range(len(top[t])):
-                        if top[t][a] in present[t]:
-                            for b in range(a, len(top[t])):
-                                if a == b:
-                                    codoc[t][a][a] += 1
-                                elif top[t][b] in present[t]:
-                                    codoc[t][a][b] += 1
-                                    codoc[t][b][a] += 1
-            if max_topic > -1:
-                rank1[max_topic] += 1
-    norms = V * beta + tokens_per_topic
-    sum_default = sum(beta / norms[k] for k in range(K))
-    result = {}
-    for k in range(K):
-        T = tokens_per_topic[k]
-        counts = [c for _, c in sorted_words[k][:n_top]]
-        scores = {"tokens": T, "document_entropy": -c_log_c[k] / T + math.log(T)}
-        lengths = [len(model.vocab[w]) for w in top[k]]
-        scores["word-length"] = sum(lengths) / n_top
-        coherence, coherence_words = 0.0, []
-        for r in range(n_top):
-            row, low = 0.0, 0.0
-            for c in range(r):
-                s = math.log((codoc[k][r][c] + beta) / (codoc[k][c][c] + beta))
-                row += s
-                low = min(low, s)
-            coherence += row
-            coherence_words.append(low)
-        scores["coherence"] = coherence
-        scores["uniform_dist"] = sum((c / T) * math.log(c * V / T) for _, c in sorted_words[k])
-        scores["corpus_dist"] = sum((c / T) * math.log(n_tokens / T * c / word_type_counts[w])
-                                    for w, c in sorted_words[k])
-        scores["eff_num_words"] = 1 / sum((c / T) ** 2 for _, c in sorted_words[k])
-        docs = [codoc[k][r][r] for r in range(n_top)]
-        diff_words = []
-        for r in range(n_top):
-            p, q = counts[r] / sum(counts), docs[r] / sum(docs)
-            m = 0.5 * (p + q)
-            diff_words.append((0.5 * p * math.log(p / m) if p > 0 else 0) + (0.5 * q * math.log(q / m) if q > 0 else 0))
-        scores["token-doc-diff"] = sum(diff_words)
-        scores["rank_1_docs"] = rank1[k] / nonzero[k]
-        scores["allocation_ratio"] = at[k][6] / at[k][1]
-        scores["allocation_count"] = at[k][5] / nonzero[k]
-        exclusive = []
-        for w, c in sorted_words[k][:n_top]:
-            total = sum_default + sum(model.word_probabilities(j)[w] - beta / norms[j] for j in range(K))
-            exclusive.append(((beta + c) / norms[k]) / total)
-        scores["exclusivity"] = sum(exclusive) / n_top
-        word_scores = [{"rank": r + 1, "count": round(counts[r]), "prob": counts[r] / T, "docs": docs[r],
-                        "word-length": lengths[r], "coherence": coherence_words[r],
-                        "uniform_dist": (counts[r] / T) * math.log(counts[r] * V / T),
-                        "corpus_dist": (counts[r] / T) * math.log(n_tokens / T * counts[r]
-                                                                  / word_type_counts[top[k][r]]),
-                        "token-doc-diff": diff_words[r], "exclusivity": exclusive[r], "word": model.vocab[top[k][r]]}
-                       for r in range(n_top)]
-        result[k] = (scores, word_scores)
-    return result
-
-
-def test_diagnostics_xml_matches_mallets_definitions(exported, tmp_path):
+def test_diagnostics_xml_is_mallets_of_the_exported_state(exported, tmp_path):
+    """What MALLET computes on the state it loads (tests/mallet_reference.py): every field from the
+    state's counts, not the model's (the issue: topic 0's document_entropy 7.357 where MALLET
+    computes 7.468, tokens off by up to 30%)."""
     import xml.etree.ElementTree as ElementTree
 
-    model, _, store, _ = exported
+    model, _, _, _ = exported
     run, out = model.path.parent, tmp_path / "diag"
-    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--diagnostics", "--top-words", "7"])
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--diagnostics", "--state",
+                                       "--top-words", "7"])
     assert result.exit_code == 0, result.output
-    saved = np.load(run / "assignments" / "topics.npy")
-    offsets = np.load(run / "assignments" / "token_offsets.npy")
-    expected = mallet_diagnostics(model, store, saved, offsets, 7)
+    alphabet, documents, alpha, beta = mallet_reference.read_state(out / "state_instances.txt", out / "state.gz")
+    expected = mallet_reference.topic_model_diagnostics(alphabet, documents, alpha, beta, 7)
     root = ElementTree.parse(out / "diagnostics.xml").getroot()
     assert root.tag == "model" and len(root) == model.n_topics
+    state_tokens = [float(topic.get("tokens")) for topic in root]
+    assert sum(state_tokens) == sum(len(t) for _, t, _ in documents)
+    assert not np.allclose(state_tokens, model.topic_totals(), atol=0.5)  # the state's, not the model's
     for topic in root:
         k = int(topic.get("id"))
         scores, words = expected[k]
@@ -464,28 +406,59 @@ def test_diagnostics_xml_matches_mallets_definitions(exported, tmp_path):
                 assert float(element.get(name)) == pytest.approx(want[name], abs=1e-4), name
 
 
-def test_pyldavis_beyond_the_whole_vocabulary_keeps_the_models_numbers(exported, tmp_path, monkeypatch):
-    """A model too large for the whole vocabulary: every topic's top words and one term for the rest."""
+def test_pyldavis_beyond_the_whole_vocabulary_shows_what_the_whole_vocabulary_shows(exported, tmp_path,
+                                                                                   monkeypatch):
+    """A model past MAX_CELLS: pyLDAvis given the chosen terms (and the rest of the mass spread
+    thin) shows every topic and the default view as it shows them given the whole vocabulary; this
+    small model's topics (30 terms of 95 listed) are close to the corpus's word shares, so the
+    export names those where the rest shows at small lambda."""
     pyldavis = pytest.importorskip("pyLDAvis")
     from bigtopics.export import pyldavis as module
 
     model, _, _, _ = exported
     monkeypatch.setattr(module, "MAX_CELLS", model.n_topics * model.n_words - 1)
-    monkeypatch.setattr(module, "PYLDAVIS_TERMS", 5)
     result = CliRunner().invoke(main, ["export", str(model.path.parent), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     payload = json.loads((tmp_path / "out" / "pyldavis.json").read_text())
-    assert payload["vocab"][-1] == module.OTHER_WORDS and len(payload["vocab"]) < model.n_words
-    dists = np.array(payload["topic_term_dists"])
+    assert_pyldavis_shows_the_whole_vocabularys_view(pyldavis, model, payload, result.output)
+
+
+def announced_topics(output: str) -> set[int]:
+    """The topics export names as listing the rest of their mass in pyLDAvis."""
+    import re
+
+    match = re.search(r"pyldavis.json: topics ([\d, ]+)", output)
+    return {int(k) for k in match.group(1).split(",")} if match else set()
+
+
+def assert_pyldavis_shows_the_whole_vocabularys_view(pyldavis, model, payload, output):
+    """prepare(**payload) lists, per topic and in the default view, the terms prepare lists over
+    the whole vocabulary of the model, with the same frequencies, totals and relevance; a topic the
+    export announced (announced_topics) lists the same terms, some of them at small lambda in place
+    of the "(rest of the vocabulary ...)" terms."""
+    listed = [w for w in payload["vocab"] if not w.startswith("(rest of the vocabulary")]
     index = {w: i for i, w in enumerate(model.vocab)}
-    for k in range(model.n_topics):
-        p = model.word_probabilities(k)
-        listed = [index[w] for w in payload["vocab"][:-1]]
-        np.testing.assert_allclose(dists[k, :-1], p[listed], rtol=1e-12)
-        assert dists[k, -1] == pytest.approx(1 - p[listed].sum(), abs=1e-12)
-        assert {w for w, _ in model.top_words(k, 5)} <= set(payload["vocab"])
-    prepared = pyldavis.prepare(**payload, n_jobs=1)
-    assert prepared.topic_order == list(range(model.n_topics))
+    dists = np.array(payload["topic_term_dists"])
+    np.testing.assert_allclose(dists[:, :len(listed)],
+                               np.stack([model.word_probabilities(k)[[index[w] for w in listed]]
+                                         for k in range(model.n_topics)]), rtol=1e-12)
+    every = topic_word_probabilities(model, np.arange(model.n_words))  # the numbers the file's are, to the bit
+    whole = dict(payload, topic_term_dists=every, vocab=list(model.vocab),
+                 term_frequency=every.T @ model.topic_totals())
+    shown = pyldavis.prepare(**payload, n_jobs=1).topic_info
+    expected = pyldavis.prepare(**whole, n_jobs=1).topic_info
+    announced = {f"Topic{k + 1}" for k in announced_topics(output)}
+    rest = shown.Term.str.startswith("(rest of the vocabulary")
+    assert set(shown.Category[rest]) <= announced
+    for category in expected.Category.unique():
+        got = shown[(shown.Category == category) & ~rest].set_index("Term").sort_index()
+        want = expected[expected.Category == category].set_index("Term").sort_index()
+        if category in announced:
+            want = want.loc[want.index.isin(got.index)]
+            assert 0 < len(got) == len(want), category  # the real terms it lists, with the same numbers
+        assert list(got.index) == list(want.index), category
+        for column in ("Freq", "Total", "logprob", "loglift"):
+            np.testing.assert_allclose(got[column], want[column], rtol=1e-9, atol=1e-4 if "log" in column else 0)
 
 
 def test_topic_scaled_is_left_out_with_a_notice_beyond_its_bound(exported, tmp_path, monkeypatch):
@@ -509,7 +482,7 @@ def test_a_learned_asymmetric_alpha_goes_into_every_file_that_holds_alpha(export
     model = load_model(run)
     alpha = model.alpha_k
     assert np.ndim(model.alpha) == 1 and np.ptp(alpha) > 0  # learned, one per topic
-    infer(run, store.location, dt, InferSettings(threshold=0.05), quiet=True)
+    infer(run, store.location, dt, InferSettings(), quiet=True)
     result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--doc-topics", str(dt), "--state"])
     assert result.exit_code == 0, result.output
     keys = [line.split("\t") for line in (out / "topic_keys.tsv").read_text().splitlines()]
@@ -522,6 +495,59 @@ def test_a_learned_asymmetric_alpha_goes_into_every_file_that_holds_alpha(export
                      for line in (out / "doc_topics.txt").read_text().splitlines()])
     for first, indptr, topics, weights, lengths in DocTopics(dt).iter_blocks():
         for i in range(len(lengths)):
-            expected = alpha / (lengths[i] + alpha.sum())  # a topic left out: its own prior share
+            expected = alpha / (lengths[i] + alpha.sum())  # a topic not assigned: its own prior share
             expected[topics[indptr[i]:indptr[i + 1]]] = weights[indptr[i]:indptr[i + 1]]
             np.testing.assert_allclose(rows[first + i], expected, rtol=1e-5)
+
+
+def test_doc_topics_txt_is_left_out_where_infer_left_topics_out(exported, tmp_path):
+    """Document topics inferred with a threshold lack the topics below it: no dense row can sum to 1,
+    so the dense doc_topics.txt is left out with a notice; the sparse form at that threshold is exact."""
+    model, _, store, _ = exported
+    run, dt = model.path.parent, tmp_path / "dt.zarr"
+    infer(run, store.location, dt, InferSettings(threshold=0.2), quiet=True)
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "dense"), "--doc-topics", str(dt)])
+    assert result.exit_code == 0, result.output
+    assert "doc_topics.txt left out" in result.output and "--threshold 0.2" in result.output
+    assert not (tmp_path / "dense" / "doc_topics.txt").exists() and (tmp_path / "dense" / "search.jsonl").exists()
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "sparse"), "--doc-topics", str(dt),
+                                       "--doc-topics-threshold", "0.2"])
+    assert result.exit_code == 0, result.output
+    lines = (tmp_path / "sparse" / "doc_topics.txt").read_text().splitlines()[1:]
+    for first, indptr, topics, weights, _ in DocTopics(dt).iter_blocks():
+        for i in range(len(indptr) - 1):
+            fields = lines[first + i].split("\t")[2:-1]
+            pairs = {int(k): float(w) for k, w in zip(fields[::2], fields[1::2])}
+            kept = weights[indptr[i]:indptr[i + 1]] >= 0.2
+            assert pairs == pytest.approx(dict(zip(topics[indptr[i]:indptr[i + 1]][kept].tolist(),
+                                                   weights[indptr[i]:indptr[i + 1]][kept].tolist())), rel=1e-5)
+
+
+def test_state_leaves_out_the_documents_kept_out_of_training_and_says_so(exported, tmp_path):
+    """Held-out documents and those kept out for alpha's scale have no sampled topics: state.gz and
+    state_instances.txt hold the others, MALLET loads them, and the export says how many are out."""
+    import xml.etree.ElementTree as ElementTree
+
+    _, _, store, _ = exported
+    run, out = tmp_path / "run", tmp_path / "out"
+    train(store.location, run, TrainSettings(n_topics=SPEC.n_topics, epochs=2, batch_size=150, tau0=1, heldout=40,
+                                             optimize_alpha=True, optimize_burn_in=2, scale_docs=30), quiet=True)
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--state", "--diagnostics",
+                                       "--top-words", "6"])
+    assert result.exit_code == 0, result.output
+    assert f"hold the {store.n_docs - 70:,} documents training visited" in result.output
+    assert "held out: 40; kept out for alpha's scale: 30" in result.output
+    saved = np.load(run / "assignments" / "topics.npy")
+    offsets = np.load(run / "assignments" / "token_offsets.npy")
+    visited = [d for d in range(store.n_docs) if saved[offsets[d]] != np.iinfo(saved.dtype).max]
+    assert len(visited) == store.n_docs - 70
+    alphabet, documents, alpha, beta = mallet_reference.read_state(out / "state_instances.txt", out / "state.gz")
+    ids = store.doc_ids()
+    assert [name for name, _, _ in documents] == [str(ids[d]) for d in visited]
+    np.testing.assert_array_equal(np.concatenate([t for _, _, t in documents]),
+                                  np.concatenate([saved[offsets[d]:offsets[d + 1]] for d in visited]))
+    expected = mallet_reference.topic_model_diagnostics(alphabet, documents, alpha, beta, 6)
+    for topic in ElementTree.parse(out / "diagnostics.xml").getroot():
+        scores, _ = expected[int(topic.get("id"))]
+        for name, value in scores.items():
+            assert float(topic.get(name)) == pytest.approx(value, abs=1e-4), name

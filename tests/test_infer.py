@@ -74,17 +74,41 @@ def test_recovers_the_true_proportions(trained, tmp_path):
     assert np.all(inferred.sum(1) <= 1 + 1e-5)
 
 
-def test_rows_are_thresholded_and_sorted_by_weight(trained, tmp_path):
+def test_rows_are_thresholded_and_canonical_csr(trained, tmp_path):
+    """Topic ids int32 and ascending within a row on disk (canonical CSR, as scipy takes it)."""
     store, run = trained
     out = tmp_path / "dt.zarr"
     infer(run, store, out, InferSettings(threshold=0.05, seed=3), quiet=True)
     doc_topics = DocTopics(out)
-    for _, indptr, topics, weights, lengths in doc_topics.iter_blocks():
+    assert doc_topics.group["indices"].dtype == np.int32
+    on_disk = np.asarray(doc_topics.group["indices"][:])
+    for first, indptr, topics, weights, lengths in doc_topics.iter_blocks():
         assert (weights >= 0.05).all()
         for d in range(len(indptr) - 1):
-            row = weights[indptr[d]:indptr[d + 1]]
-            assert (np.diff(row) <= 0).all()
+            row = topics[indptr[d]:indptr[d + 1]]
+            assert (np.diff(row) > 0).all()
         assert (lengths > 0).all()
+    np.testing.assert_array_equal(on_disk, np.concatenate([b[2] for b in doc_topics.iter_blocks()]))
+
+
+def test_a_version_1_file_is_read_with_its_rows_in_topic_order(trained, tmp_path):
+    """doc_topics.zarr of format version 1 (uint16 topic ids by decreasing weight) is still read."""
+    store, run = trained
+    out = tmp_path / "dt.zarr"
+    infer(run, store, out, InferSettings(seed=3), quiet=True)
+    canonical = [tuple(np.copy(a) for a in block[1:]) for block in DocTopics(out).iter_blocks()]
+    group = zarr.open_group(out, mode="r+")
+    indptr, topics, weights = (np.asarray(group[name][:]) for name in ("indptr", "indices", "data"))
+    doc_of = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    order = np.lexsort((topics, -weights, doc_of))  # version 1's layout
+    group["indices"][:] = topics[order]
+    group["data"][:] = weights[order]
+    group.attrs["doc_topics_format_version"] = 1
+    old = DocTopics(out)
+    assert old.weight_ordered
+    for (indptr, topics, weights, lengths), block in zip(canonical, old.iter_blocks()):
+        for want, got in zip((indptr, topics, weights, lengths), block[1:]):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_same_seed_same_output_whatever_the_workers(trained, tmp_path):

@@ -6,7 +6,8 @@ and the option that turns it on); WRITERS here is their registry, in the order t
   model_files  topic_word.zarr (anndata CSR, dimension_names for xarray), vocab.txt, topics.jsonl
   mallet       topic_keys.tsv, word_topic_counts.txt, topic_word_weights.txt (opt-in),
                doc_topics.txt (dense as MALLET's default; sparse with a threshold)
-  state        state.gz, MALLET's --output-state (opt-in; runs that keep per-token topics)
+  state        state.gz, MALLET's --output-state, and state_instances.txt, the text MALLET imports
+               to load it (opt-in; runs that keep per-token topics)
   mallet_diagnostics  diagnostics.xml, MALLET's --diagnostics-file (opt-in; the same runs)
   pyldavis     pyldavis.json, pyLDAvis.prepare's arguments with the model's numbers
   dfr          dfr-browser/, a complete dfr-browser data folder

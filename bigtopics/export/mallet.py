@@ -16,10 +16,11 @@ ParallelTopicModel in MALLET 2.0.8+) writes them, so MALLET's readers take them 
 
 A document's proportions are theta[d, k] = (alpha_k + n_dk) / (N_d + sum_k alpha_k), MALLET's formula,
 with n_dk from `bigtopics infer` (averaged over its saved sweeps). doc_topics.zarr leaves out the
-topics a document was not assigned (theta = alpha_k / (N_d + sum alpha), written back exactly here)
-and those below infer's --threshold: with `infer --threshold 0` (nothing left out) every number
-is the inferred one and a row sums to 1; otherwise a topic left out by the threshold is written
-as the prior's share, below its true value.
+topics a document was not assigned (theta = alpha_k / (N_d + sum alpha), written back exactly here),
+so with infer's default --threshold 0 every number is the inferred one and a row sums to 1, as
+MALLET's do. Document topics inferred with a threshold t > 0 have lost the topics below it, which
+no file can give back: the dense form and a sparse one below t are then left out with a notice
+(left_out_below); the sparse form at t or above holds only kept topics and is written.
 """
 
 from __future__ import annotations
@@ -91,8 +92,21 @@ def _dense_blocks(ctx: ExportContext):
         yield first, ids, dense_proportions(indptr, topics, weights, lengths, model.alpha_k)
 
 
+def left_out_below(ctx: ExportContext) -> float:
+    """The threshold below which `infer` left topics out of the document topics (0: none)."""
+    settings = ctx.dt.attrs.get("settings")
+    return float(settings.get("threshold", 0.0)) if isinstance(settings, dict) else 0.0
+
+
 def write_doc_topics(ctx: ExportContext, out: Path) -> None:
     threshold, most = ctx.options.doc_topics_threshold, ctx.options.doc_topics_max
+    inferred_above = left_out_below(ctx)
+    if threshold < inferred_above:
+        ctx.log(f"export: doc_topics.txt left out: {ctx.dt.location} was inferred with --threshold "
+                f"{inferred_above:g}, so its rows lack the topics below it and would not sum to 1 as MALLET's "
+                f"do; infer again with --threshold 0, or export with --doc-topics-threshold {inferred_above:g} "
+                "(or above) for the sparse form")
+        return
     with open(out / "doc_topics.txt", "w", encoding="utf-8") as f:
         if threshold == 0:
             if most >= 0:

@@ -6,15 +6,26 @@ doc_lengths = [sum_k N[k]], gives it exactly the model's topic sizes without a d
 matrix (nor a K x K identity, which at K = 20,000 is 400 million numbers). topic_term_dists are
 the model's p(w | k) = (eta + N[k, w]) / (V eta + N[k]), unchanged. pyLDAvis derives every term
 frequency from these two (sum_k p(w | k) N[k], the model's count of the word), not from
-term_frequency, which is given as the same numbers. Topics keep their ids: sort_topics false,
-start_index 0.
+term_frequency, which is given as the same numbers. Topics keep their order (sort_topics false);
+its page (LDAvis's script) reads topic 0 as "no topic selected", so they are numbered from 1
+(start_index 1): pyLDAvis's "Topic n" is bigtopics' topic n - 1.
 
-Up to MAX_CELLS topics x words the vocabulary is whole. Beyond, it is the union of every topic's
-top PYLDAVIS_TERMS words and one more term, OTHER_WORDS, holding the rest of each topic's mass, so
-that the rows still sum to 1 (pyLDAvis refuses rows that do not) while every listed word keeps
-the model's probability. The file is written a topic's row at a time; beyond MAX_FILE_CELLS
-topics x terms (pyLDAvis compares every pair of topics: it could not show such a model) it is
-left out with a notice.
+Up to MAX_CELLS topics x words the vocabulary is whole. Beyond, it holds the terms prepare would
+show over the whole vocabulary (chosen_terms): for each topic the R most relevant terms at every
+lambda of its grid, relevance = lambda log p(w|k) + (1 - lambda) log(p(w|k) / p(w)) with p(w) the
+word's share of the model's tokens, and the R most salient terms of its default view (Chuang et
+al. 2012), with the model's p(w | k). pyLDAvis refuses rows that do not sum to 1, so the rest of
+each topic's mass, 1 - sum of its chosen p(w | k), is spread evenly over `n_rest` terms REST_TERM
+(rest_terms): each so small a part that no topic ranks it among its R most relevant at any lambda
+of the grid nor the default view among its R most salient, yet together they keep every chosen
+term's share p(w) exact. So prepare, given the file, lists for every topic and the default view
+the same terms with the same frequencies and relevance as over the whole vocabulary; only the
+topics' map (pyLDAvis's multidimensional scaling of the rows) sees the rest evenly spread. (A
+topic close to the corpus's own word shares, whose R-th lift is hardly above its rest's, lists
+rest terms at small lambda whatever their number: the export names such topics.) R and
+lambda_step are prepare's defaults, written into the file. The file is written a topic's row at a
+time; beyond MAX_FILE_CELLS topics x terms (pyLDAvis compares every pair of topics: it could not
+show such a model) it is left out with a notice.
 
 pyLDAvis's page (prepared_data_to_html, save_html) copies its data into a <script> element as
 json.dumps writes it, with "<" and "/" unescaped: a word holding "</script>" would end the
@@ -25,31 +36,169 @@ width space, after a "<" starting "</" or "<!"), which the page shows as the wor
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 
 from ..escape import inert_in_script
 from ..memory import available_bytes, format_bytes
-from .base import ExportContext, Writer, top_word_union, topic_word_probabilities
+from .base import ExportContext, Writer, topic_word_probabilities
 
-PYLDAVIS_TERMS = 30
+R = 30  # pyLDAvis.prepare's defaults
+LAMBDA_STEP = 0.01
 MAX_CELLS = 1 << 21
 MAX_FILE_CELLS = 1 << 25
-OTHER_WORDS = "(all other words)"
+CELLS_PER_PASS = 1 << 22  # lambdas x topics x words held at once while choosing terms
+REST_TERM = "(rest of the vocabulary {i} of {n})"
+REST_MARGIN = 4.0  # how far below the last shown term the rest terms stay (a factor of probability)
+TIE_TOLERANCE = 1e-9  # relative: values this close to a list's last are level with it
 
 
-def pyldavis_terms(ctx: ExportContext) -> np.ndarray:
-    model = ctx.model
-    if model.n_topics * model.n_words <= MAX_CELLS:
-        return np.arange(model.n_words)
-    return top_word_union(model, PYLDAVIS_TERMS)
+def lambdas() -> np.ndarray:
+    """prepare's grid of lambda, computed as prepare computes it."""
+    return np.arange(0, 1 + LAMBDA_STEP, LAMBDA_STEP)
+
+
+def least_cells(model) -> int:
+    """Topics x terms the file holds at least: the whole vocabulary's, or beyond MAX_CELLS R terms
+    a topic (chosen_terms finds how many more, in three passes over the words)."""
+    cells = model.n_topics * model.n_words
+    return cells if cells <= MAX_CELLS else model.n_topics * (R + 1)
+
+
+def _word_blocks(model, cells: int):
+    step = max(1, cells // max(model.n_topics, 1))
+    for lo in range(0, model.n_words, step):
+        words = np.arange(lo, min(lo + step, model.n_words))
+        yield words, topic_word_probabilities(model, words)
+
+
+def _scores(words: np.ndarray, p: np.ndarray, proportion: np.ndarray, shares: np.ndarray):
+    """(relevance, lambdas x K x words; saliency, 1 x words) as prepare computes them."""
+    grid = lambdas()[:, None, None]
+    relevance = grid * np.log(p) + (1 - grid) * np.log(p / proportion[words])
+    given_term = p / p.sum(axis=0)
+    distinctiveness = (given_term * np.log(given_term / shares[:, None])).sum(axis=0)
+    return relevance, (proportion[words] * distinctiveness)[None, :]
+
+
+def _rth_largest(best: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The R largest of `best` and `values` along the last axis (in no order)."""
+    values = np.concatenate([best, values], axis=-1)
+    return values if values.shape[-1] <= R else -np.partition(-values, R - 1, axis=-1)[..., :R]
+
+
+class _Pick:
+    """The terms nlargest(R) takes in each row (a topic at a lambda, or the default view), given
+    each row's R-th largest value `last`: every term above it, and of the terms level with it (within
+    TIE_TOLERANCE, for the last bits of a computation done in another order) the lowest ids, as
+    pandas keeps the first of equal values. Fed the words' blocks in ascending order."""
+
+    def __init__(self, last: np.ndarray):
+        self.last = last
+        self.tolerance = TIE_TOLERANCE * np.maximum(1.0, np.abs(last))
+        self.above = np.zeros(last.shape, np.int64)
+        self.level = np.zeros(last.shape, np.int64)
+        self.words: list[np.ndarray] = []
+        self.ties: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (row, word, rank among the row's ties)
+
+    def add(self, words: np.ndarray, values: np.ndarray) -> None:
+        above = values > (self.last + self.tolerance)[..., None]
+        level = ~above & (values >= (self.last - self.tolerance)[..., None])
+        self.words.append(words[above.any(axis=tuple(range(above.ndim - 1)))])
+        self.above += above.sum(axis=-1)
+        rank = self.level[..., None] + np.cumsum(level, axis=-1) - 1
+        take = level & (rank < R)
+        rows = np.nonzero(take)
+        self.ties.append((np.ravel_multi_index(rows[:-1], self.last.shape), words[rows[-1]], rank[take]))
+        self.level += level.sum(axis=-1)
+
+    def chosen(self) -> np.ndarray:
+        rows, words, ranks = (np.concatenate(parts) for parts in zip(*self.ties))
+        wanted = (R - self.above).ravel()
+        return np.union1d(np.concatenate(self.words), words[ranks < wanted[rows]])
+
+
+def chosen_terms(model) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, float]:
+    """(word ids ascending, each topic's R-th relevance at every lambda (lambdas x K), the R-th
+    saliency, topic shares, the model's tokens) of the terms prepare shows over the whole
+    vocabulary: three passes over the words (their frequencies, each list's R-th value, the terms)."""
+    totals = model.topic_totals()
+    total = float(totals.sum())
+    shares = totals / total
+    frequency = np.zeros(model.n_words)
+    for words, p in _word_blocks(model, CELLS_PER_PASS):
+        frequency[words] = totals @ p
+    proportion = frequency / frequency.sum()
+    n_lambdas, K = len(lambdas()), model.n_topics
+    best_relevance, best_saliency = np.zeros((n_lambdas, K, 0)), np.zeros((1, 0))
+    for words, p in _word_blocks(model, CELLS_PER_PASS // n_lambdas):
+        relevance, saliency = _scores(words, p, proportion, shares)
+        best_relevance, best_saliency = _rth_largest(best_relevance, relevance), _rth_largest(best_saliency, saliency)
+    last_relevance, last_saliency = best_relevance.min(axis=-1), best_saliency.min(axis=-1)
+    relevant, salient = _Pick(last_relevance), _Pick(last_saliency)
+    for words, p in _word_blocks(model, CELLS_PER_PASS // n_lambdas):
+        relevance, saliency = _scores(words, p, proportion, shares)
+        relevant.add(words, relevance)
+        salient.add(words, saliency)
+    return np.union1d(relevant.chosen(), salient.chosen()), last_relevance, float(last_saliency[0]), shares, total
+
+
+def chosen_mass(model, terms: np.ndarray) -> np.ndarray:
+    """sum_{w in terms} p(w | k) per topic, a block of terms at a time."""
+    mass = np.zeros(model.n_topics)
+    step = max(1, CELLS_PER_PASS // max(model.n_topics, 1))
+    for lo in range(0, len(terms), step):
+        mass += topic_word_probabilities(model, terms[lo:lo + step]).sum(axis=1)
+    return mass
+
+
+def rest_terms(rest: np.ndarray, shares: np.ndarray, last_relevance: np.ndarray, last_saliency: float,
+               most: int) -> tuple[int, np.ndarray]:
+    """(n, topics) : how many even parts of each topic's rest of mass (`rest`, K) keep them out of
+    every list prepare shows, at most `most`, and the topics where no such n does. At each lambda
+    of the grid a part's relevance in topic k is lambda log(rest_k / n) + (1 - lambda) log(rest_k /
+    sum_j rest_j share_j) (its lift does not depend on n): it must stay below topic k's R-th
+    (`last_relevance`, lambdas x K) by lambda log REST_MARGIN; and its saliency below the R-th. At
+    small lambda no n may do: a topic whose R-th lift is hardly above its rest's (one close to the
+    corpus's own distribution) lists parts there. n is 0 when there is no rest."""
+    if rest.max() <= 0:
+        return 0, np.zeros(0, np.int64)
+    pooled = float(rest @ shares)
+    lift = np.log(np.maximum(rest, 1e-300) / pooled)
+    grid = lambdas()[:, None]
+    positive = grid[:, 0] > 0
+    room = last_relevance[positive] - (1 - grid[positive]) * lift[None, :]
+    # lambda (log rest_k - log n + log margin) < room, for n:
+    need = np.log(np.maximum(rest, 1e-300))[None, :] + math.log(REST_MARGIN) - room / grid[positive]
+    topics = np.flatnonzero((need > math.log(most)).any(axis=0) | (last_relevance[0] <= lift))
+    log_n = float(np.max(np.where(need > math.log(most), -np.inf, need)))
+    given_topic = rest / rest.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distinctiveness = float(np.nansum(given_topic * np.log(given_topic / shares)))
+    if distinctiveness > 0 and last_saliency > 0:
+        log_n = max(log_n, math.log(REST_MARGIN * pooled * distinctiveness / last_saliency))
+    return int(min(most, max(1, math.ceil(math.exp(min(log_n, math.log(most))))))), topics
 
 
 def write_pyldavis(ctx: ExportContext, out: Path) -> None:
     model = ctx.model
-    terms = pyldavis_terms(ctx)
-    columns = len(terms) + (len(terms) < model.n_words)
+    totals = model.topic_totals()
+    total = float(totals.sum())
+    shares = totals / total if total > 0 else np.full(model.n_topics, 1.0 / model.n_topics)
+    terms, n_rest = np.arange(model.n_words), 0
+    if least_cells(model) < model.n_topics * model.n_words:
+        terms, last_relevance, last_saliency, shares, total = chosen_terms(model)
+        rest = np.maximum(1.0 - chosen_mass(model, terms), 0.0)
+        most = max(1, MAX_FILE_CELLS // model.n_topics - len(terms))
+        n_rest, listed = rest_terms(rest, shares, last_relevance, last_saliency, most)
+        if len(listed):
+            named = ", ".join(map(str, listed[:10].tolist())) + (" ..." if len(listed) > 10 else "")
+            ctx.log(f"export: pyldavis.json: topics {named} (pyLDAvis numbers them from 1) are close to the "
+                    "corpus's own word shares, so at small lambda pyLDAvis lists among their most relevant the "
+                    "\"(rest of the vocabulary ...)\" terms that hold the rest of their mass")
+    columns = len(terms) + n_rest
     cells = model.n_topics * columns
     if cells > MAX_FILE_CELLS or 8 * cells > available_bytes() // 2:
         ctx.log(f"export: pyldavis.json left out ({model.n_topics:,} topics x {columns:,} terms are {cells:,} "
@@ -58,14 +207,13 @@ def write_pyldavis(ctx: ExportContext, out: Path) -> None:
         return
     dists = topic_word_probabilities(model, terms)
     vocab = [inert_in_script(str(w)) for w in model.vocab[terms]]
-    if len(terms) < model.n_words:
-        dists = np.concatenate([dists, np.maximum(1.0 - dists.sum(1, keepdims=True), 0.0)], axis=1)
-        vocab.append(OTHER_WORDS)
-    totals = model.topic_totals()
-    total = float(totals.sum())
-    shares = totals / total if total > 0 else np.full(model.n_topics, 1.0 / model.n_topics)
+    if n_rest:
+        rest = np.maximum(1.0 - dists.sum(1, keepdims=True), 0.0) / n_rest
+        dists = np.concatenate([dists, np.repeat(rest, n_rest, axis=1)], axis=1)
+        vocab += [REST_TERM.format(i=i + 1, n=n_rest) for i in range(n_rest)]
     head = {"doc_topic_dists": [shares.tolist()], "doc_lengths": [total], "vocab": vocab,
-            "term_frequency": (dists.T @ totals).tolist(), "sort_topics": False, "start_index": 0}
+            "term_frequency": (dists.T @ (shares * total)).tolist(), "R": R, "lambda_step": LAMBDA_STEP,
+            "sort_topics": False, "start_index": 1}
     with open(out / "pyldavis.json", "w", encoding="utf-8") as f:
         f.write('{"topic_term_dists": [')
         for k, row in enumerate(dists):  # a row at a time: the text of K x terms numbers is never held whole

@@ -17,7 +17,8 @@ from pathlib import Path
 from ..memory import available_bytes, format_bytes
 from ..options import OptionError
 from .base import ExportContext, ExportOptions
-from .pyldavis import MAX_FILE_CELLS, pyldavis_terms
+from .mallet import left_out_below
+from .pyldavis import MAX_FILE_CELLS, least_cells
 
 # Characters of one number as the text files write it: %.8g and %.6g take up to 12 or 14
 # ("1.2345678e-05"), these are what most of them take; a file is never estimated above its size.
@@ -60,9 +61,10 @@ def export_sizes(ctx: ExportContext, wanted: set[str]) -> dict[str, int]:
     if "topic_word.zarr" in wanted:
         sizes["topic_word.zarr"] = entries * ZARR_ENTRY_BYTES
     if "pyldavis.json" in wanted:
-        cells = k * (len(pyldavis_terms(ctx)) + 1)
+        cells = least_cells(model)
         sizes["pyldavis.json"] = cells * PYLDAVIS_CHARS if cells <= MAX_FILE_CELLS else 0  # else left out
-    if "doc_topics.txt" in wanted and ctx.dt is not None and options.doc_topics_threshold == 0:
+    if "doc_topics.txt" in wanted and ctx.dt is not None and options.doc_topics_threshold == 0 \
+            and left_out_below(ctx) == 0:
         sizes["doc_topics.txt"] = ctx.dt.n_docs * k * PROPORTION_CHARS
     return sizes
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..doc_topics import DocTopics
+from ..doc_topics import DocTopics, by_weight
 from ..store import Store
 
 MAX_FIELD_VALUES = 500
@@ -191,6 +191,7 @@ def stream_books(store: Store, dt: DocTopics, on_book, tallies: dict[str, FieldT
         on_book(book, topics, weights)
 
     for (first, indptr, topics, weights, lengths) in dt.iter_blocks(step):
+        topics, weights = by_weight(indptr, topics, weights)  # a section's topics largest first
         stop = first + len(lengths)
         ids = store.doc_ids(first, stop)
         meta = {f: store.metadata(f, first, stop) for f in fields}
