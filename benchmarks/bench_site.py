@@ -123,8 +123,10 @@ def first_search(site: Path, queries: list[str]) -> dict:
                     " heap: performance.memory.usedJSHeapSize, found: document.getElementById('found').textContent,"
                     " names: e.map(function (x) { return x.name.split('/data/')[1]; })}", before)
                 errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+                on_disk = sum((site / "data" / name).stat().st_size for name in got["names"])
                 out[query] = {"seconds": round(got["ms"] / 1000, 3), "requests": got["requests"],
-                              "mib": round(got["bytes"] / 2**20, 2), "js_heap_mib": round(got["heap"] / 2**20, 1),
+                              "mib": round(got["bytes"] / 2**20, 2), "mib_on_disk": round(on_disk / 2**20, 2),
+                              "js_heap_mib": round(got["heap"] / 2**20, 1),
                               "found": got["found"], "files": got["names"], "console_errors": errors}
             finally:
                 driver.quit()

@@ -16,7 +16,9 @@ can run as code.
                               field, the books most about it with their sections most about it
     data/books/<shard>.js     BOOKS_PER_SHARD books (fewer when they hold many sections): each
                               book's metadata and topics, and every section's topics in order
-    data/titles/<shard>.js    TITLES_PER_SHARD [book, title, id] rows, read by the search box
+    data/titles/<shard>.js    TITLES_PER_SHARD [title, id, byline] rows: the search results' lines
+    data/search.js, data/search/<n>.js, data/terms/<m>.js
+                              the search index, sharded by term (site/search_index.py)
     csv/                      topics, topic words, document and book topics, topic by field,
                               training curve; a text cell a spreadsheet would run as a formula
                               starts with "'" (escape.spreadsheet_cell)
