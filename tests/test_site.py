@@ -1,20 +1,36 @@
 """`bigtopics site`: its data checked against the store, the document topics and the model, and
-its pages opened in headless Chromium (skipped without chromium: apt-get install chromium)."""
+its pages opened in headless Chromium (skipped without chromium: apt-get install chromium).
+
+The search index and facets (site/search_index.py, site/facets.py): postings against a slow
+reading of the store, the build spilled in runs against one in memory, and the search box in
+headless Chromium on Gutenberg books (by author, subject, title; only the shards of the query's
+words loaded, counted from the browser's performance entries); list fields charted by item and
+dates by the span they cover, on Gutenberg and Reuters."""
 
 import csv
+import functools
+import gzip
+import http.server
 import json
 import re
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from test_export_readers import chrome_driver
 
 from bigtopics.cli import main
 from bigtopics.doc_topics import DocTopics
 from bigtopics.model import load_model
 from bigtopics.report import find_chromium, render_in_browser
+from bigtopics.site import search_index
+from bigtopics.site.facets import FieldTally
+from bigtopics.site.search_index import SearchIndexWriter, decode, encode, js_order, value_words, words
 from bigtopics.store import open_store
+
+CORPORA = Path("/work/shared/corpora")
 
 
 def invoke(*args):
@@ -133,8 +149,10 @@ def test_site_json_counts_the_folder(built):
     _, dt_path, out, store = built
     marker = json.loads((out / "site.json").read_text())
     site = read_data(out / "data" / "site.js")[1]
-    # site.js and fields.js, a page of data per topic, the shards of books and of titles
-    assert marker["data_files"] == 2 + site["n_topics"] + len(site["book_shards"]) + site["title_shards"]
+    # site.js, fields.js and search.js, a page of data per topic, the shards of books, titles and
+    # the search index, and the index's own files of frequent words
+    assert marker["data_files"] == (3 + site["n_topics"] + len(site["book_shards"]) + site["title_shards"]
+                                    + site["search_shards"] + site["search_own_files"])
     assert marker["data_files"] == len(list((out / "data").rglob("*.js")))
     assert marker["n_docs"] == store.n_docs and marker["n_books"] == len(books_of(out)) == site["n_books"]
     assert site["epochs"] == 2.0  # --epochs 2 over the documents not held out (report.training_documents)
@@ -258,3 +276,298 @@ def test_a_library_of_100k_sections(browser, tmp_path):
     assert result["books"] == 2000 and result["documents"] >= 90_000
     assert all(page["shows"] for page in result["pages"].values()), result["pages"]
     assert result["site_files"] < 500  # shards of books, not a page per document
+
+
+# -- search index and facets ----------------------------------------------------------------------
+GUTENBERG, REUTERS = CORPORA / "gutenberg_books" / "docs.jsonl.gz", CORPORA / "reuters21578" / "docs.jsonl.gz"
+
+
+def ok(*args):
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def read_index(data: Path) -> dict[str, list[int]]:
+    """Every term's keys, read from the shards and own files as a page would."""
+    firsts = read_data(data / "search.js")[1]["shards"]
+    index = {}
+    for n, first in enumerate(firsts):
+        name, entries = read_data(data / "search" / f"{n}.js")
+        assert name == f"search/{n}" and entries[0][0] == first
+        for entry in entries:
+            text = entry[2] if isinstance(entry[2], str) else read_data(data / "terms" / f"{entry[2]}.js")[1]
+            index[entry[0]] = decode(text)
+            assert len(index[entry[0]]) == entry[1]
+    terms = list(index)
+    assert terms == sorted(terms, key=js_order) and len(set(terms)) == len(terms)
+    return index
+
+
+def test_postings_round_trip():
+    rng = np.random.default_rng(1)
+    for n, high in ((1, 3), (50, 100), (2000, 2_400_000)):
+        keys = np.sort(rng.choice(high, size=min(n, high), replace=False))
+        assert decode(encode(keys)) == keys.tolist()
+    assert decode(encode(np.array([40, 41]), previous=7)) == [33, 34]  # (differences from 7, read from 0)
+
+
+def test_words_fold_case_accents_and_lists():
+    assert words("Brontë, CHARLOTTE -- Jane_Eyre (1847)") == ["bronte", "charlotte", "jane", "eyre", "1847"]
+    assert words("Search the sea-shore") == ["search", "the", "sea", "shore"]
+    assert value_words('["England -- Fiction", "Love stories"]') == ["england", "fiction", "love", "stories"]
+    assert value_words(np.float64(1775.0)) == ["1775"] and value_words(np.float64(0.5)) == []
+
+
+def test_index_built_in_runs_equals_one_in_memory(tmp_path):
+    """Spilling every 7 postings and merging the runs writes the same files as holding them all."""
+    rng = np.random.default_rng(0)
+    vocab = [f"w{i}" for i in range(40)] + ["ζeta", "\U0001d400x", "\uff41b"]  # beyond the BMP sorts as JS does
+    books = [(set(rng.choice(vocab, 3)), set(rng.choice(vocab, int(rng.integers(0, 12))))) for _ in range(400)]
+    out = {}
+    for spill in (7, 10**9):
+        data = tmp_path / str(spill) / "data"
+        data.mkdir(parents=True)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(search_index, "SHARD_CHARS", 500)
+            mp.setattr(search_index, "OWN_FILE_CHARS", 80)
+            writer = SearchIndexWriter(data, spill_postings=spill)
+            for b, (title, other) in enumerate(books):
+                writer.add(b, title, other)
+            counts = writer.finish()
+        (data / "search.js").write_bytes(search_index._js("search", counts))
+        assert [p.name for p in data.iterdir() if p.name.startswith(".")] == []  # the runs are gone
+        out[spill] = {p.relative_to(data): p.read_bytes() for p in data.rglob("*.js")}
+        assert counts["n_own_files"] > 0 and len(counts["shards"]) > 5
+    assert out[7] == out[10**9]
+    index = read_index(tmp_path / "7" / "data")
+    expected = {}
+    for b, (title, other) in enumerate(books):
+        for w in title | other:
+            expected.setdefault(w, []).append(2 * b + (w in title))
+    assert index == expected
+
+
+@pytest.fixture(scope="module")
+def gutenberg(tmp_path_factory):
+    """40 Gutenberg books (their first 3,000 words) cut into sections of 300 tokens; the site built
+    with small shards (300 characters; a word's own file from 60), so that a query has many to skip."""
+    if not GUTENBERG.exists():
+        pytest.skip("no Gutenberg corpus at /work/shared/corpora")
+    root = tmp_path_factory.mktemp("gutenberg")
+    source = []
+    with gzip.open(GUTENBERG, "rt", encoding="utf-8") as f:
+        for _, line in zip(range(40), f):
+            doc = json.loads(line)
+            doc["text"] = " ".join(doc["text"].split()[:3000])
+            source.append(doc)
+    (root / "books.jsonl").write_text("".join(json.dumps(d) + "\n" for d in source))
+    store, run, dt, site = root / "books.zarr", root / "run", root / "dt.zarr", root / "site"
+    ok("ingest", root / "books.jsonl", "-o", store, "--section-tokens", 300, "--quiet")
+    ok("train", store, "-o", run, "-k", 6, "--epochs", 1, "--quiet")
+    ok("infer", run, store, "-o", dt, "--quiet")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(search_index, "SHARD_CHARS", 300)
+        mp.setattr(search_index, "OWN_FILE_CHARS", 60)
+        ok("site", run, "--doc-topics", dt, "-o", site, "--quiet")
+    return source, open_store(store), dt, site
+
+
+def book_words(store) -> list[tuple[set, set]]:
+    """Per book, slowly: (words of its title, words of its id and its sections' other metadata)."""
+    section_of = store.metadata("section_of").tolist()
+    fields = {f: store.metadata(f).tolist() for f in store.metadata_fields if f not in ("section_index", "section_of")}
+    books = {}
+    for d, book in enumerate(section_of):
+        title, other = books.setdefault(book, (set(), set(words(book))))
+        for f, values in fields.items():
+            (title if f == "title" else other).update(value_words(values[d]))
+    return list(books.values())
+
+
+def test_index_holds_every_book_by_its_sections_words(gutenberg):
+    source, store, _, site = gutenberg
+    per_book = book_words(store)
+    assert len(per_book) == len(source)
+    expected = {}
+    for b, (title, other) in enumerate(per_book):
+        for w in title | other:
+            expected.setdefault(w, []).append(2 * b + (w in title))
+    assert read_index(site / "data") == expected
+    assert {"austen", "dickens", "fiction", "england", "1994"} <= set(expected)
+
+
+def expected_books(per_book, query: str) -> list[int]:
+    """Books holding every word of the query, those with all of them in the title first."""
+    terms = words(query)
+    hits = [b for b, (t, o) in enumerate(per_book) if all(w in t | o for w in terms)]
+    return [b for b in hits if all(w in per_book[b][0] for w in terms)] + \
+        [b for b in hits if not all(w in per_book[b][0] for w in terms)]
+
+
+@pytest.fixture(scope="module")
+def served(gutenberg):
+    site = gutenberg[3]
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def driver():
+    chrome = chrome_driver()  # (skips without chromium and chromedriver)
+    yield chrome
+    chrome.quit()
+
+
+def type_query(driver, base: str, query: str) -> dict:
+    """The index page opened afresh, the query typed; what the results show and the files loaded."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(f"{base}/index.html?fresh={query}")  # (a new document: no script loaded before)
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+        "return document.querySelectorAll('#topics .card').length"))
+    before = driver.execute_script("return performance.getEntriesByType('resource').length")
+    driver.execute_script("var q = document.getElementById('q'); q.value = arguments[0];"
+                          "q.dispatchEvent(new Event('input'));", query)
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+        "return document.getElementById('results').getAttribute('data-done') === arguments[0]", query))
+    return driver.execute_script(
+        "var e = performance.getEntriesByType('resource').slice(arguments[0]);"
+        "return {files: e.map(function (x) { return x.name.split('/data/')[1]; }),"
+        " found: document.getElementById('found').textContent,"
+        " links: Array.prototype.map.call(document.querySelectorAll('#title-results li a'), function (a) {"
+        "   return a.getAttribute('href'); }),"
+        " rows: Array.prototype.map.call(document.querySelectorAll('#title-results li'), function (li) {"
+        "   return li.textContent; })}", before)
+
+
+def shard_of(firsts: list[str], term: str) -> int:
+    return max(i for i, f in enumerate(firsts) if js_order(f) <= js_order(term))
+
+
+def test_search_finds_by_author_subject_and_title_loading_only_their_shards(gutenberg, served, driver):
+    source, store, _, site = gutenberg
+    per_book = book_words(store)
+    index = read_data(site / "data" / "search.js")[1]
+    firsts = index["shards"]
+    assert len(firsts) > 20
+    entries = {e[0]: e for n in range(len(firsts)) for e in read_data(site / "data" / "search" / f"{n}.js")[1]}
+    everything = sum(p.stat().st_size for d in ("search", "terms") for p in (site / "data" / d).iterdir())
+    for query in ("austen", "Dickens", "dickens fiction", "england", "emma", "Sea", "pg158", "austen dickens"):
+        got = type_query(driver, served, query)
+        expected = expected_books(per_book, query)
+        assert got["found"].endswith(f"({len(expected)})"), (query, got["found"])
+        assert got["links"] == [f"doc.html#b={b}" for b in expected[:25]], query
+        for row, b in zip(got["rows"], expected):
+            assert row.startswith(source[b]["title"]) and source[b]["id"] in row and source[b]["author"] in row
+        # loaded: search.js, the shard of each word, the own file of each word that has one, and
+        # the titles of the books listed; nothing else
+        terms = words(query)
+        wanted = {"search.js"} | {f"search/{shard_of(firsts, t)}.js" for t in terms} | \
+            {f"terms/{entries[t][2]}.js" for t in terms if t in entries and not isinstance(entries[t][2], str)} | \
+            {f"titles/{b // index['titles_per_shard']}.js" for b in expected[:25]}
+        assert set(got["files"]) == wanted, query
+        # (the sizes on disk: a reload the server answers 304 reports no body)
+        index_bytes = sum((site / "data" / f).stat().st_size for f in got["files"]
+                          if f.startswith(("search/", "terms/")))
+        assert 0 < index_bytes < everything / 4, query
+    assert read_data(site / "data" / "search.js")[1]["byline"] == "author"
+    assert len(expected_books(per_book, "austen")) == sum("Austen" in d["author"] for d in source) == 6
+    assert expected_books(per_book, "sea") != expected_books(per_book, "search") or not expected_books(per_book, "sea")
+    # a word with * matches the words starting with it
+    got = type_query(driver, served, "aust*")
+    prefixed = [b for b, (t, o) in enumerate(per_book) if any(w.startswith("aust") for w in t | o)]
+    assert got["found"].endswith(f"({len(prefixed)})") and len(prefixed) >= 6
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+
+
+def tally_by_hand(store, dt_path, field: str, items_of) -> dict:
+    """{value: (tokens, per-topic tokens)} with every document counted under each of its items."""
+    dt = DocTopics(dt_path)
+    values = store.metadata(field).tolist()
+    out = {}
+    for first, indptr, topics, weights, lengths in dt.iter_blocks():
+        for d in range(len(indptr) - 1):
+            for item in items_of(values[first + d]):
+                tokens, mass = out.setdefault(item, [0.0, np.zeros(dt.n_topics)])
+                out[item][0] = tokens + lengths[d]
+                mass[topics[indptr[d]:indptr[d + 1]]] += lengths[d] * weights[indptr[d]:indptr[d + 1]]
+    return out
+
+
+def test_list_fields_are_charted_by_item(gutenberg):
+    _, store, dt, site = gutenberg
+    fields, summary = read_data(site / "data" / "fields.js")[1], read_data(site / "data" / "site.js")[1]
+    kinds = {f["name"]: (f["kind"], f["unit"]) for f in summary["fields"]}
+    assert kinds["subjects"] == ("list", None) and kinds["gutenberg_issued"] == ("date", "year")
+    expected = tally_by_hand(store, dt, "subjects", json.loads)
+    assert sorted(fields["subjects"]["values"]) == sorted(expected) and "England -- Fiction" in expected
+    assert not any(v.startswith("[") for v in fields["subjects"]["values"])
+    for k in range(6):
+        page = read_data(site / "data" / "topics" / f"{k}.js")[1]
+        for v, share, tokens in zip(fields["subjects"]["values"], page["by_field"]["subjects"],
+                                    fields["subjects"]["tokens"]):
+            assert tokens == pytest.approx(expected[v][0])
+            assert share == pytest.approx(expected[v][1][k] / expected[v][0], rel=1e-3, abs=1e-6)
+
+
+def test_reuters_categories_and_months_are_charted(tmp_path):
+    """Every 70th Reuters story (February to October 1987): its categories (a list) by item, its
+    dates by month, every month from the first to the last."""
+    if not REUTERS.exists():
+        pytest.skip("no Reuters corpus at /work/shared/corpora")
+    with gzip.open(REUTERS, "rt", encoding="utf-8") as f:
+        docs = [json.loads(line) for i, line in enumerate(f) if i % 70 == 0]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs if d["text"].strip()))
+    store, run, dt, site = (tmp_path / n for n in ("r.zarr", "run", "dt.zarr", "site"))
+    ok("ingest", tmp_path / "r.jsonl", "-o", store, "--quiet")
+    ok("train", store, "-o", run, "-k", 4, "--epochs", 1, "--quiet")
+    ok("infer", run, store, "-o", dt, "--quiet")
+    ok("site", run, "--doc-topics", dt, "-o", site, "--quiet")
+    fields, summary = read_data(site / "data" / "fields.js")[1], read_data(site / "data" / "site.js")[1]
+    kinds = {f["name"]: (f["kind"], f["unit"]) for f in summary["fields"]}
+    assert kinds["date"] == ("date", "month") and kinds["topics"] == ("list", None)
+    s = open_store(store)
+    month_names = {m: i + 1 for i, m in enumerate(["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP",
+                                                    "OCT", "NOV", "DEC"])}
+    months = sorted({month_names[v.split("-")[1]] for v in s.metadata("date").tolist()})
+    assert fields["date"]["values"] == [f"1987-{m:02d}" for m in range(months[0], months[-1] + 1)]
+    assert months[0] == 2 and months[-1] >= 9 and len(months) < months[-1] - 1  # empty months among them
+    by_month = tally_by_hand(s, dt, "date", lambda v: [v.split(" ")[0].split("-", 1)[1]])  # "FEB-1987"
+    by_category = tally_by_hand(s, dt, "topics", json.loads)
+    assert "earn" in fields["topics"]["values"] and sorted(fields["topics"]["values"]) == sorted(by_category)
+    for k in range(4):
+        page = read_data(site / "data" / "topics" / f"{k}.js")[1]
+        for label, share in zip(fields["date"]["values"], page["by_field"]["date"]):
+            key = next((m for m in by_month if f"{m[4:]}-{month_names[m[:3]]:02d}" == label), None)
+            if key is None:
+                assert share is None  # an empty month: no share, a gap in the line
+            else:
+                assert share == pytest.approx(by_month[key][1][k] / by_month[key][0], rel=1e-3, abs=1e-6)
+        for v, share in zip(fields["topics"]["values"], page["by_field"]["topics"]):
+            assert share == pytest.approx(by_category[v][1][k] / by_category[v][0], rel=1e-3, abs=1e-6)
+
+
+def test_dates_are_binned_by_the_span_they_cover():
+    """Days within a month, months within a year or two, years beyond; empty bins kept."""
+    def tally(values):
+        t = FieldTally("date", 2)
+        n = len(values)
+        t.add(np.array(values), np.arange(n), np.zeros(n, np.int64), np.ones(n), np.ones(n))
+        return t.result()
+
+    days = tally(["1987-02-26", "1987-02-28", "1987-03-01"])
+    assert (days["unit"], days["values"]) == ("day", ["1987-02-26", "1987-02-27", "1987-02-28", "1987-03-01"])
+    assert days["tokens"] == [1, 0, 1, 1] and np.isnan(days["share"][0][1]) and days["share"][0][0] == 1
+    months = tally(["26-FEB-1987 15:01:01.79", "1-OCT-1987 10:00:00.00"])
+    assert months["unit"] == "month" and months["values"][0] == "1987-02" and len(months["values"]) == 9
+    years = tally(["1851", "1994-08-01", "2006-04-27"])
+    assert (years["unit"], years["values"], years["numeric"]) == ("year", [1851, 1994, 2006], True)
+    text = tally(["1851", "not a date"])
+    assert text["kind"] == "text" and text["values"] == ["1851", "not a date"]

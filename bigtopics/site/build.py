@@ -16,7 +16,9 @@ can run as code.
                               field, the books most about it with their sections most about it
     data/books/<shard>.js     BOOKS_PER_SHARD books (fewer when they hold many sections): each
                               book's metadata and topics, and every section's topics in order
-    data/titles/<shard>.js    TITLES_PER_SHARD [book, title, id] rows, read by the search box
+    data/titles/<shard>.js    TITLES_PER_SHARD [title, id, byline] rows: the search results' lines
+    data/search.js, data/search/<n>.js, data/terms/<m>.js
+                              the search index, sharded by term (site/search_index.py)
     csv/                      topics, topic words, document and book topics, topic by field,
                               training curve; a text cell a spreadsheet would run as a formula
                               starts with "'" (escape.spreadsheet_cell)
@@ -51,14 +53,18 @@ from ..outputs import check_output
 from ..progress import Progress
 from ..report import training_documents
 from ..rundir import METRICS_NAME, read_metrics
-from .collect import NAME_FIELDS, FieldTally, TopBooks, stream_books
+from .collect import NAME_FIELDS, TopBooks, stream_books
+from .facets import FieldTally
+from .search_index import SearchIndexWriter
 
 SITE_FORMAT_VERSION = 1
 SITE_MARKER = "site.json"
 PAGES = ("index.html", "topic.html", "doc.html", "site.js", "site.css")
 BOOKS_PER_SHARD = 500
 SECTIONS_PER_SHARD = 4000
-TITLES_PER_SHARD = 5000
+TITLES_PER_SHARD = 500
+# a book's byline in search results: the first of these fields the store has
+BYLINE_FIELDS = ("author", "authors", "creator")
 TRAINING_FIELDS = ("minibatch", "epoch", "docs_seen", "tokens_seen", "seconds", "tokens_per_s", "heldout_loglik",
                    "heldout_perplexity", "table_entries", "peak_rss_bytes", "final")
 
@@ -166,6 +172,8 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
     top = TopBooks(K, n_books, n_sections)
     books = ShardWriter(folder, "books", BOOKS_PER_SHARD, SECTIONS_PER_SHARD)
     titles = ShardWriter(folder, "titles", TITLES_PER_SHARD)
+    index = SearchIndexWriter(folder / "data")
+    byline = next((f for f in BYLINE_FIELDS if f in store.metadata_fields), None)
     doc_csv = CsvFile(folder / "csv" / "doc_topics.csv", ["doc", "id", "book_id", "topic", "weight"])
     book_csv = CsvFile(folder / "csv" / "book_topics.csv", ["book", "book_id", "title", "tokens", "topic", "weight"])
     sectioned = "section_of" in store.metadata_fields
@@ -177,7 +185,9 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
             record["sections"] = [{"d": s.doc, "id": s.id, "i": s.index, "n": s.tokens,
                                    "topics": _pairs(s.topics, s.weights)} for s in book.sections]
         books.add(record, len(book.sections))
-        titles.add([book.number, book.title, book.id])
+        author = book.meta.get(byline) if byline else None
+        titles.add([book.title, book.id, "; ".join(map(str, author)) if isinstance(author, list) else author])
+        index.add(book.number, book.title_words, book.words)
         book_id = csv_text_field(book.id)
         for s in book.sections:  # (by hand: csv.writer's per-field checks cost more than the rest of the build)
             head = f"{s.doc},{csv_text_field(s.id)},{book_id},"
@@ -189,11 +199,18 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
     try:
         with Progress("site", total=store.n_docs, unit="docs", quiet=quiet) as progress:
             n_book_total = stream_books(store, dt, on_book, tallies, top, progress)
+    except BaseException:
+        index.abandon()
+        raise
     finally:
         doc_csv.close()
         book_csv.close()
     books.flush()
     titles.flush()
+    search = index.finish()
+    (folder / "data" / "search.js").write_bytes(_js("search", {
+        "shards": search["shards"], "titles_per_shard": TITLES_PER_SHARD, "n_books": n_book_total,
+        "byline": byline}))
     fields = {name: result for name, tally in tallies.items() if (result := tally.result()) is not None}
     topics = _write_topics(folder, model, evaluation, fields, top, n_words)
     training = _training(run)
@@ -203,8 +220,10 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
         "eta": model.eta,
         "n_docs": store.n_docs, "n_books": n_book_total, "sectioned": sectioned,
         "progress": model.attrs.get("progress") or {}, "topics": topics, "epochs": _epochs(model, store.n_docs),
-        "fields": [{"name": name, "numeric": r["numeric"], "n_values": len(r["values"])} for name, r in fields.items()],
-        "book_shards": books.starts, "title_shards": len(titles.starts), "training": training,
+        "fields": [{"name": name, "numeric": r["numeric"], "kind": r["kind"], "unit": r["unit"],
+                    "n_values": len(r["values"]), "n_distinct": r["n_distinct"]} for name, r in fields.items()],
+        "book_shards": books.starts, "title_shards": len(titles.starts), "search_shards": len(search["shards"]),
+        "search_terms": search["n_terms"], "search_own_files": search["n_own_files"], "training": training,
         "heldout": _heldout(run, model),
         "coherence": "UMass over the top 10 words" if evaluation else None,
     }
@@ -232,7 +251,7 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
             measures = {m: evaluation.get(k, {}).get(m) for m in ("npmi", "c_v")}  # (older evaluations lack them)
             summaries.append({"k": k, "share": _round(share[k]), "coherence": coherence,
                               "words": [w for w, _ in words[:10]]})
-            by_field = {name: [_round(x) for x in r["share"][k]] for name, r in fields.items()}
+            by_field = {name: [None if x != x else _round(x) for x in r["share"][k]] for name, r in fields.items()}
             page = {"k": k, "share": float(share[k]), "tokens": float(totals[k]), "coherence": coherence, **measures,
                     "words": [[w, _round(p)] for w, p in words], "by_field": by_field, "books": top.result(k)}
             (folder / "data" / "topics" / f"{k}.js").write_bytes(_js(f"topics/{k}", page))
@@ -242,7 +261,7 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
                               spreadsheet_cell(" ".join(w for w, _ in words[:20]))]])
             words_csv.rows([k, rank, spreadsheet_cell(w), f"{p:.6g}"] for rank, (w, p) in enumerate(words))
             for name, r in fields.items():
-                field_csvs[name].rows([spreadsheet_cell(v), f"{n:.6g}", k, f"{s:.6g}"]
+                field_csvs[name].rows([spreadsheet_cell(v), f"{n:.6g}", k, "" if s != s else f"{s:.6g}"]
                                       for v, n, s in zip(r["values"], r["tokens"], r["share"][k]))
     finally:
         for f in (topics_csv, words_csv, *field_csvs.values()):

@@ -10,26 +10,27 @@ The pass hands each finished book to `on_book` (which writes its page data) and 
 memory bounded by K and the number of distinct metadata values, never by documents:
   - per topic the `n_books` books with the largest theta[b, k], each with its `n_sections`
     sections most about k (a running top-n, like report.top_documents);
-  - per metadata field and value, the tokens of each topic, sum_d N_d theta[d, k], and the
-    tokens of the value, for the topic's weight over that field. A field with more than
-    MAX_FIELD_VALUES distinct values (an id, a title) is dropped as soon as it has that many;
-    a text value that starts with a year (1851, 2003-11-01) counts as that year.
+  - per metadata field and value, the tokens of each topic (site/facets.py: list items one by
+    one, dates binned by the span they cover);
+and gives each book the words it is found by (site/search_index.py): those of its title, its id
+and every metadata value of each of its sections.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..doc_topics import DocTopics, by_weight
 from ..store import Store
+from .facets import FieldTally
+from .search_index import list_items, value_words, words
 
-MAX_FIELD_VALUES = 500
 # Fields that name a document or a book rather than describe it: never tallied.
 NAME_FIELDS = ("title", "section_of", "id")
-YEAR = re.compile(r"^\s*(-?\d{4})(?:$|[-/ T])")
+# Fields of a section, not of its book: not in the book's metadata nor among its words.
+SECTION_FIELDS = ("section_index", "section_of")
 
 
 @dataclass
@@ -55,8 +56,9 @@ class Book:
     title: str
     meta: dict
     sections: list[Section] = field(default_factory=list)
-
     tokens: int = 0
+    title_words: set[str] = field(default_factory=set)
+    words: set[str] = field(default_factory=set)  # of its id and its sections' metadata
 
     def add(self, section: Section) -> None:
         self.sections.append(section)
@@ -79,71 +81,6 @@ class Book:
         theta = np.bincount(inverse, weights=weights * lengths[position]) / max(self.tokens, 1)
         order = np.lexsort((ids, -theta))
         return ids[order], theta[order]
-
-
-class FieldTally:
-    """Tokens of each topic per value of one metadata field (see the module docstring)."""
-
-    def __init__(self, name: str, n_topics: int):
-        self.name, self.n_topics = name, n_topics
-        self.index: dict = {}
-        self.topic_tokens = np.zeros((0, n_topics))
-        self.tokens = np.zeros(0)
-        self.dropped = False
-
-    @staticmethod
-    def key(value):
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        if isinstance(value, (int, np.integer)):
-            return int(value)
-        if isinstance(value, (float, np.floating)):
-            return None if np.isnan(value) else float(value)
-        match = YEAR.match(str(value))
-        return int(match.group(1)) if match else (str(value) or None)
-
-    def add(self, values: np.ndarray, doc_of: np.ndarray, topics: np.ndarray, token_weights: np.ndarray,
-            lengths: np.ndarray) -> None:
-        """Values of a block's documents; its entries (document, topic, N_d theta) and lengths."""
-        if self.dropped:
-            return
-        uniques, inverse = np.unique(values, return_inverse=True)
-        rows = np.array([self._row(self.key(v)) for v in uniques], np.int64)
-        if self.dropped:
-            return
-        row_of_doc = rows[inverse]
-        known = row_of_doc >= 0
-        np.add.at(self.tokens, row_of_doc[known], lengths[known])
-        entry_known = known[doc_of]
-        np.add.at(self.topic_tokens, (row_of_doc[doc_of][entry_known], topics[entry_known]),
-                  token_weights[entry_known])
-
-    def _row(self, key) -> int:
-        if key is None:
-            return -1
-        row = self.index.get(key)
-        if row is None:
-            if len(self.index) >= MAX_FIELD_VALUES:
-                self.dropped = True
-                self.index, self.topic_tokens, self.tokens = {}, np.zeros((0, self.n_topics)), np.zeros(0)
-                return -1
-            row = self.index[key] = len(self.index)
-            self.topic_tokens = np.vstack([self.topic_tokens, np.zeros((1, self.n_topics))])
-            self.tokens = np.append(self.tokens, 0.0)
-        return row
-
-    def result(self) -> dict | None:
-        """{"values": sorted values, "tokens": per value, "share": per topic per value, the
-        fraction of the value's tokens in the topic}, or None for a dropped or empty field."""
-        if self.dropped or not self.index:
-            return None
-        keys = list(self.index)
-        numeric = all(isinstance(k, (int, float)) and not isinstance(k, bool) for k in keys)
-        order = sorted(range(len(keys)), key=(lambda i: keys[i]) if numeric else (lambda i: str(keys[i])))
-        tokens = self.tokens[order]
-        share = self.topic_tokens[order] / np.maximum(tokens, 1e-300)[:, None]
-        return {"values": [keys[i] for i in order], "numeric": numeric, "tokens": tokens.tolist(),
-                "share": share.T}
 
 
 class TopBooks:
@@ -181,6 +118,7 @@ def stream_books(store: Store, dt: DocTopics, on_book, tallies: dict[str, FieldT
     """Pass over the store's documents with their topics in blocks; returns the number of books."""
     fields = store.metadata_fields
     sectioned = "section_of" in fields
+    word_fields = [f for f in fields if f not in SECTION_FIELDS]
     step = store.docs_per_block
     current: Book | None = None
     n_books = 0
@@ -202,6 +140,9 @@ def stream_books(store: Store, dt: DocTopics, on_book, tallies: dict[str, FieldT
         book_ids = meta["section_of"] if sectioned else ids
         titles = meta.get("title")
         section_index = meta.get("section_index")
+        # per field: (the words of each distinct value, each document's value)
+        value_words_of = [_words_of_values(meta[f]) for f in word_fields]
+        title_of = word_fields.index("title") if "title" in word_fields else -1
         for i in range(len(lengths)):
             book_id = str(book_ids[i])
             if current is None or current.id != book_id:
@@ -209,8 +150,11 @@ def stream_books(store: Store, dt: DocTopics, on_book, tallies: dict[str, FieldT
                     finish(current)
                 title = str(titles[i]) if titles is not None else ""
                 current = Book(n_books, book_id, title, {f: _plain(meta[f][i]) for f in fields
-                                                         if f not in ("section_index",) + NAME_FIELDS})
+                                                         if f not in SECTION_FIELDS + NAME_FIELDS})
+                current.words.update(words(book_id))
                 n_books += 1
+            for j, (value_words_list, inverse) in enumerate(value_words_of):
+                (current.title_words if j == title_of else current.words).update(value_words_list[inverse[i]])
             a, b = indptr[i], indptr[i + 1]
             current.add(Section(first + i, str(ids[i]), int(section_index[i]) if section_index is not None else 0,
                                 int(lengths[i]), topics[a:b], weights[a:b]))
@@ -221,10 +165,19 @@ def stream_books(store: Store, dt: DocTopics, on_book, tallies: dict[str, FieldT
     return n_books
 
 
+def _words_of_values(values: np.ndarray) -> tuple[list[list[str]], np.ndarray]:
+    """The words of each distinct value of a block's column, and each document's value."""
+    uniques, inverse = np.unique(values, return_inverse=True)
+    return [value_words(v) for v in uniques.tolist()], inverse.reshape(-1)
+
+
 def _plain(value):
-    """A metadata value as JSON takes it."""
+    """A metadata value as JSON takes it (a list stored as JSON text as the list)."""
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and np.isnan(value):
         return None
-    return value if isinstance(value, (int, float, bool)) else str(value)
+    if isinstance(value, (int, float, bool)):
+        return value
+    items = list_items(str(value))
+    return str(value) if items is None else items
