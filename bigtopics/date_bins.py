@@ -37,22 +37,25 @@ class Date:
     precision: str = "year"
 
 
-def parse_date(value) -> Date | None:
-    """The date `value` holds (module docstring), or None."""
+def parse_date(value, at_start: bool = False) -> Date | None:
+    """The date `value` holds (module docstring), or None. `at_start`: only a text that begins
+    with its date (after spaces) is one, as where any field may turn out to be dates (the site's
+    charts), and "Chapter 1851" must not make a field of titles a field of dates."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return _date(math.floor(value), 1, 1, "year") if math.isfinite(value) else None
     text = str(value)
-    found = ISO.search(text)
+    find = (lambda pattern: pattern.match(text.lstrip())) if at_start else (lambda pattern: pattern.search(text))
+    found = find(ISO)
     if found:
         year, month, day = found.groups()
         return _date(int(year), int(month), int(day or 1), "day" if day else "month")
-    found = DAY_MONTH_YEAR.search(text)
+    found = find(DAY_MONTH_YEAR)
     if found and found.group(2).lower() in MONTHS:
         return _date(int(found.group(3)), MONTHS[found.group(2).lower()], int(found.group(1)), "day")
-    found = MONTH_DAY_YEAR.search(text)
+    found = find(MONTH_DAY_YEAR)
     if found and found.group(1).lower() in MONTHS:
         return _date(int(found.group(3)), MONTHS[found.group(1).lower()], int(found.group(2)), "day")
-    found = YEAR.search(text)
+    found = find(YEAR)
     return _date(int(found.group(1)), 1, 1, "year") if found else None
 
 
@@ -89,7 +92,7 @@ class DateRange:
         for unit, width in BIN_WIDTHS:
             if PRECISION[unit] > PRECISION[self.precision]:
                 continue
-            lo, hi = _position(self.first, unit), _position(self.last, unit)
+            lo, hi = position(self.first, unit), position(self.last, unit)
             if hi == lo and width == 1:
                 return None
             if (hi - lo) // width + 1 <= MAX_BINS:
@@ -97,7 +100,7 @@ class DateRange:
         return None
 
 
-def _position(date: Date, unit: str) -> int:
+def position(date: Date, unit: str) -> int:
     """The date's place in a count of units: years, months since year 0, or days (ordinal)."""
     if unit == "year":
         return date.year
@@ -108,14 +111,14 @@ def _position(date: Date, unit: str) -> int:
 
 @dataclass(frozen=True)
 class DateBins:
-    """Bins `width` `unit`s wide, the first starting at `origin` (a _position in that unit)."""
+    """Bins `width` `unit`s wide, the first starting at `origin` (a position in that unit)."""
     unit: str
     width: int
     origin: int
 
     def start(self, date: Date) -> str:
         """The first day of the bin holding `date`, "YYYY-MM-DD"."""
-        p = _position(date, self.unit)
+        p = position(date, self.unit)
         p -= (p - self.origin) % self.width
         if self.unit == "year":
             return f"{p:04d}-01-01"
@@ -125,7 +128,7 @@ class DateBins:
 
     def count(self, last: Date) -> int:
         """Bins from the first to the one holding `last`."""
-        return (_position(last, self.unit) - self.origin) // self.width + 1
+        return (position(last, self.unit) - self.origin) // self.width + 1
 
     def describe(self) -> str:
         """"by month", "by 2 months", "by week" (7 days), "by 5 years"."""

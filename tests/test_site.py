@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from test_export_readers import chrome_driver
 
 from bigtopics.cli import main
 from bigtopics.doc_topics import DocTopics
@@ -29,6 +28,8 @@ from bigtopics.site import search_index
 from bigtopics.site.facets import FieldTally
 from bigtopics.site.search_index import SearchIndexWriter, decode, encode, js_order, value_words, words
 from bigtopics.store import open_store
+
+from .test_export_readers import chrome_driver
 
 CORPORA = Path("/work/shared/corpora")
 

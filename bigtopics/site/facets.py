@@ -17,36 +17,15 @@ field with more than MAX_FIELD_VALUES values is not charted (one value a documen
 
 from __future__ import annotations
 
-import calendar
 import datetime
-import re
 
 import numpy as np
 
+from ..date_bins import PRECISION, parse_date, position
 from .search_index import list_items
 
 MAX_FIELD_VALUES = 500
 MAX_TALLY_CELLS = 2_000_000
-MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
-ISO_DATE = re.compile(r"^\s*(-?\d{4})(?:-(\d{2})(?:-(\d{2}))?)?(?:$|[-/ T])")
-DAY_MONTH_YEAR = re.compile(r"^\s*(\d{1,2})-([A-Za-z]{3})-(\d{4})(?:$|[ T])")  # Reuters: 26-FEB-1987 15:01:01.79
-
-
-def parse_date(text: str) -> tuple[int, int | None, int | None] | None:
-    """(year, month or None, day or None) of a text that starts with a date, else None."""
-    match = ISO_DATE.match(text)
-    if match:
-        year, month, day = (int(g) if g else None for g in match.groups())
-    else:
-        match = DAY_MONTH_YEAR.match(text)
-        if not match or match.group(2).lower() not in MONTHS:
-            return None
-        year, month, day = int(match.group(3)), MONTHS[match.group(2).lower()], int(match.group(1))
-    if month is not None and not 1 <= month <= 12:
-        return None
-    if day is not None and not 1 <= day <= calendar.monthrange(max(year, 1), month)[1]:
-        return None
-    return year, month, day
 
 
 class _Table:
@@ -119,7 +98,7 @@ class FieldTally:
         self.undated = False  # a value not a date was seen: not a date field
         self.is_list = False
         self.numeric = True
-        self.level = 2  # the coarsest date seen: 0 a year, 1 a month, 2 a day
+        self.level = PRECISION["day"]  # the coarsest date seen (date_bins.PRECISION: 0 a year, 1 a month, 2 a day)
 
     def add(self, values: np.ndarray, doc_of: np.ndarray, topics: np.ndarray, token_weights: np.ndarray,
             lengths: np.ndarray) -> None:
@@ -132,15 +111,15 @@ class FieldTally:
         if values.dtype.kind not in "OUT":
             self.undated = True
             return
-        dates = [parse_date(v) if v else None for v in uniques]
+        dates = [parse_date(v, at_start=True) if v else None for v in uniques]
         if any(d is None and v for d, v in zip(dates, uniques)):
             self.undated = True
             return
         for d in dates:
             if d is not None:
-                self.level = min(self.level, 0 if d[1] is None else 1 if d[2] is None else 2)
+                self.level = min(self.level, PRECISION[d.precision])
         for unit, table in self.dates.items():
-            table.add([[] if d is None else [_bin(d, unit)] for d in dates], inverse, doc_of, topics, token_weights,
+            table.add([[] if d is None else [position(d, unit)] for d in dates], inverse, doc_of, topics, token_weights,
                       lengths)
 
     def _keys(self, value) -> list:
@@ -201,15 +180,6 @@ class FieldTally:
 def json_key(item):
     """A list item as a value: numbers and booleans as they are, anything else as text."""
     return item if isinstance(item, (int, float, bool)) else str(item)
-
-
-def _bin(date: tuple, unit: str) -> int:
-    year, month, day = date
-    if unit == "year":
-        return year
-    if unit == "month":
-        return year * 12 + (month or 1) - 1
-    return datetime.date(max(year, 1), month or 1, day or 1).toordinal()
 
 
 def _label(key: int, unit: str) -> str:
