@@ -321,18 +321,18 @@ def test_words_fold_case_accents_and_lists():
 
 
 def test_index_built_in_runs_equals_one_in_memory(tmp_path):
-    """Spilling every 7 postings and merging the runs writes the same files as holding them all."""
+    """Spilling every few postings and merging the runs writes the same files as holding them all."""
     rng = np.random.default_rng(0)
     vocab = [f"w{i}" for i in range(40)] + ["ζeta", "\U0001d400x", "\uff41b"]  # beyond the BMP sorts as JS does
     books = [(set(rng.choice(vocab, 3)), set(rng.choice(vocab, int(rng.integers(0, 12))))) for _ in range(400)]
     out = {}
-    for spill in (7, 10**9):
+    for spill in (2000, 10**9):
         data = tmp_path / str(spill) / "data"
         data.mkdir(parents=True)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(search_index, "SHARD_CHARS", 500)
             mp.setattr(search_index, "OWN_FILE_CHARS", 80)
-            writer = SearchIndexWriter(data, spill_postings=spill)
+            writer = SearchIndexWriter(data, spill_bytes=spill)
             for b, (title, other) in enumerate(books):
                 writer.add(b, title, other)
             counts = writer.finish()
@@ -340,8 +340,8 @@ def test_index_built_in_runs_equals_one_in_memory(tmp_path):
         assert [p.name for p in data.iterdir() if p.name.startswith(".")] == []  # the runs are gone
         out[spill] = {p.relative_to(data): p.read_bytes() for p in data.rglob("*.js")}
         assert counts["n_own_files"] > 0 and len(counts["shards"]) > 5
-    assert out[7] == out[10**9]
-    index = read_index(tmp_path / "7" / "data")
+    assert out[2000] == out[10**9]
+    index = read_index(tmp_path / "2000" / "data")
     expected = {}
     for b, (title, other) in enumerate(books):
         for w in title | other:

@@ -21,10 +21,11 @@ OWN_FILE_CHARS has them in their own file, data/terms/<m>.js, and its shard entr
 [term, books, m, characters]: a query for a rare word loads one shard of SHARD_CHARS; one for a
 frequent word that shard and its own file (at most about one character per book).
 
-Building holds at most SPILL_POSTINGS postings in memory (sized from the memory available): when
-full, they are sorted by term and written to a run file in a temporary folder; at the end the runs
-are merged (heapq.merge, term by term; runs are in book order, so a term's pieces concatenate),
-so the memory of the build does not grow with the number of books.
+Building holds postings in memory up to a budget (a tenth of the memory available, at most
+256 MiB, counting POSTING_BYTES and TERM_BYTES each): when full, they are sorted by term and
+written to a run file in a temporary folder; at the end the runs are merged (heapq.merge, term by
+term; runs are in book order, so a term's pieces concatenate), so the memory of the build does
+not grow with the number of books.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ ALPHABET = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 DIGIT = {c: i for i, c in enumerate(ALPHABET.tobytes().decode())}
 SHARD_CHARS = 64 << 10
 OWN_FILE_CHARS = 16 << 10
-# A posting held while building costs about 40 bytes (its int in a list of a dict entry).
-POSTING_BYTES = 40
+# Held while building: a posting costs about 40 bytes (an int in a list), a term about 200 more
+# (its str, its list, its dict entry): an index of ids is mostly terms.
+POSTING_BYTES, TERM_BYTES = 40, 200
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -140,22 +142,23 @@ class SearchIndexWriter:
     """Collects (book, words) and writes data/search.js, data/search/ and data/terms/ (module
     docstring). Books must come in ascending order."""
 
-    def __init__(self, data: Path, spill_postings: int | None = None):
+    def __init__(self, data: Path, spill_bytes: int | None = None):
         self.data = data
-        self.spill_postings = spill_postings or max(100_000, budget_bytes(0.1, ceiling=1 << 30) // POSTING_BYTES)
+        self.spill_bytes = spill_bytes or budget_bytes(0.1, floor=32 << 20, ceiling=256 << 20)
         self.spill_dir = Path(tempfile.mkdtemp(prefix=".search-runs-", dir=data))
         self.postings: dict[str, list[int]] = defaultdict(list)
         self.held = 0
         self.runs: list[Path] = []
 
     def add(self, book: int, title_words, other_words) -> None:
-        title = set(title_words)
+        title, terms = set(title_words), len(self.postings)
+        other = set(other_words) - title
         for word in title:
             self.postings[word].append(2 * book + 1)
-        for word in set(other_words) - title:
+        for word in other:
             self.postings[word].append(2 * book)
-        self.held += len(title) + len(set(other_words) - title)
-        if self.held >= self.spill_postings:
+        self.held += (len(title) + len(other)) * POSTING_BYTES + (len(self.postings) - terms) * TERM_BYTES
+        if self.held >= self.spill_bytes:
             self._spill()
 
     def _spill(self) -> None:
