@@ -98,10 +98,6 @@ class DocTopics:
                 block = (lo, indptr - a, topics.astype(np.int64), np.asarray(self.group["data"][a:b], np.float64),
                          np.asarray(self.group["doc_lengths"][lo:hi]))
             check_ids(topics, self.n_topics, "indices", self._damaged, start=a)
-            if self.weight_ordered:
-                block = _by_topic(*block)
-            else:
-                self._check_ascending(block[1], block[2], a)
             weights, lengths = block[3], block[4]
             if len(weights) and not (np.isfinite(weights).all() and weights.min() >= 0 and weights.max() <= 1):
                 p = int(np.argmax(~(np.isfinite(weights) & (weights >= 0) & (weights <= 1))))
@@ -109,6 +105,10 @@ class DocTopics:
             if len(lengths) and (lengths.dtype.kind not in "iu" or lengths.min() < 0):
                 p = int(np.argmax(lengths < 0))
                 raise self._damaged(f"doc_lengths holds {lengths[p]} at position {lo + p:,}, not a length")
+            if self.weight_ordered:  # (positions above are the file's, before the rows are put in topic order)
+                block = _by_topic(*block)
+            else:
+                self._check_ascending(block[1], block[2], a)
             yield block
 
     def _check_ascending(self, indptr: np.ndarray, topics: np.ndarray, start: int) -> None:

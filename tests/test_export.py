@@ -30,7 +30,7 @@ def exported(tmp_path_factory):
     store, run, dt, out = root / "corpus.zarr", root / "run", root / "doc_topics.zarr", root / "out"
     write_corpus(SPEC, store, "store", entries_per_chunk=2048)
     train(store, run, TrainSettings(n_topics=SPEC.n_topics, epochs=2, batch_size=200, tau0=1), quiet=True)
-    infer(run, store, dt, InferSettings(threshold=0.02), quiet=True)
+    infer(run, store, dt, InferSettings(), quiet=True)
     result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--doc-topics", str(dt), "--top-words", "8"])
     assert result.exit_code == 0, result.output
     return load_model(run), DocTopics(dt), out
@@ -168,7 +168,7 @@ def test_dfr_browser_folder_and_pyldavis_inputs(exported, tmp_path):
     info = json.loads((folder / "info.json").read_text())
     assert info["VIS"]["metadata"]["type"] == "base" and info["VIS"]["condition"]["spec"]["field"] == "tokens"
     vis = json.loads((out / "pyldavis.json").read_text())
-    assert vis["sort_topics"] is False and vis["start_index"] == 0
+    assert vis["sort_topics"] is False and vis["start_index"] == 1  # LDAvis reads a topic 0 as none
     dists = np.array(vis["topic_term_dists"])
     assert vis["vocab"] == list(model.vocab)  # a small model: the whole vocabulary, the model's p(w|k)
     np.testing.assert_allclose(dists, [model.word_probabilities(k) for k in range(model.n_topics)], rtol=1e-12)

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from test_export_readers import assert_pyldavis_shows_the_whole_vocabularys_view
 
 from bigtopics.cli import main
 from bigtopics.export import pyldavis as module
@@ -14,8 +15,6 @@ from bigtopics.model import load_model
 from bigtopics.settings import TrainSettings
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.trainer import train
-
-from .test_export_readers import assert_pyldavis_shows_the_whole_vocabularys_view
 
 SPEC = CorpusSpec(n_docs=1500, n_topics=100, n_words=22_000, mean_length=60, alpha=0.1, eta=0.05, seed=11)
 

@@ -10,6 +10,7 @@ import shutil
 import threading
 from pathlib import Path
 
+import mallet_reference
 import numpy as np
 import pytest
 import zarr
@@ -24,8 +25,6 @@ from bigtopics.settings import TrainSettings
 from bigtopics.store import open_store
 from bigtopics.synth import CorpusSpec, write_corpus
 from bigtopics.trainer import train
-
-from . import mallet_reference
 
 SPEC = CorpusSpec(n_docs=600, n_topics=5, n_words=120, mean_length=40, alpha=0.1, eta=0.05, seed=7)
 DFR_BROWSER = Path(__file__).parent / "data" / "dfr-browser"
@@ -551,3 +550,25 @@ def test_state_leaves_out_the_documents_kept_out_of_training_and_says_so(exporte
         scores, _ = expected[int(topic.get("id"))]
         for name, value in scores.items():
             assert float(topic.get(name)) == pytest.approx(value, abs=1e-4), name
+
+
+def test_mallet_itself_loads_the_state_and_writes_the_same_diagnostics(exported, tmp_path):
+    """With MALLET installed (BIGTOPICS_MALLET=path/to/bin/mallet): the commands of docs/formats.md
+    load the state, and MALLET's diagnostics.xml of it is ours byte for byte."""
+    import os
+    import subprocess
+
+    mallet = os.environ.get("BIGTOPICS_MALLET")
+    if not mallet:
+        pytest.skip("MALLET is not installed here (set BIGTOPICS_MALLET to its bin/mallet)")
+    model, _, _, _ = exported
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["export", str(model.path.parent), "-o", str(out), "--state", "--diagnostics"])
+    assert result.exit_code == 0, result.output
+    subprocess.run([mallet, "import-file", "--input", str(out / "state_instances.txt"), "--output",
+                    str(tmp_path / "state.mallet"), "--keep-sequence", "--preserve-case", "--token-regex", r"\S+",
+                    "--line-regex", r"^(\S*)\t(.*)$", "--name", "1", "--label", "0", "--data", "2"], check=True)
+    subprocess.run([mallet, "train-topics", "--input", str(tmp_path / "state.mallet"), "--input-state",
+                    str(out / "state.gz"), "--num-topics", str(model.n_topics), "--no-inference", "--num-top-words",
+                    "20", "--diagnostics-file", str(tmp_path / "diagnostics.xml")], check=True)
+    assert (tmp_path / "diagnostics.xml").read_bytes() == (out / "diagnostics.xml").read_bytes()

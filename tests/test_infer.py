@@ -19,6 +19,7 @@ from bigtopics.infer import InferSettings, infer
 from bigtopics.model import load_model
 from bigtopics.settings import TrainSettings
 from bigtopics.stopping import InterruptsThatStick
+from bigtopics.store import StoreError
 from bigtopics.synth import CorpusSpec, truth_path, write_corpus
 from bigtopics.trainer import train
 
@@ -237,3 +238,17 @@ def test_refuses_to_overwrite_without_the_flag(trained, tmp_path):
     out.mkdir()
     result = CliRunner().invoke(main, ["infer", str(run), str(store), "-o", str(out), "--quiet"])
     assert result.exit_code == 1 and "already exists" in result.output
+
+
+def test_a_version_2_file_whose_rows_are_not_ascending_is_damaged(trained, tmp_path):
+    store, run = trained
+    out = tmp_path / "dt.zarr"
+    infer(run, store, out, InferSettings(seed=3), quiet=True)
+    group = zarr.open_group(out, mode="r+")
+    indptr, topics = np.asarray(group["indptr"][:]), np.asarray(group["indices"][:])
+    d = int(np.flatnonzero(np.diff(indptr) >= 2)[0])  # a document with two topics: swap them
+    a = int(indptr[d])
+    group["indices"][a:a + 2] = topics[a:a + 2][::-1].copy()
+    with pytest.raises(StoreError, match=f"indices holds topic {topics[a]} after {topics[a + 1]} within a row at "
+                                         f"position {a + 1:,}: not ascending"):
+        list(DocTopics(out).iter_blocks())
