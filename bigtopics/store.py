@@ -500,10 +500,19 @@ class Store:
             yield self.read_docs(lo, min(lo + step, stop))
 
     def doc_ids(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        return np.asarray(self._column("doc_ids", start, stop), dtype=object)
+        return np.asarray(self._document_column("doc_ids", start, stop), dtype=object)
 
     def metadata(self, field: str, start: int = 0, stop: int | None = None) -> np.ndarray:
-        return np.asarray(self._column(f"doc_meta/{field}", start, stop))
+        return np.asarray(self._document_column(f"doc_meta/{field}", start, stop))
+
+    def _document_column(self, name: str, start: int, stop: int | None) -> np.ndarray:
+        """A value a document (its ids, a metadata field): n_docs of them, or the store is damaged
+        (a short column would end a site or an export with an IndexError deep inside)."""
+        with self._where.errors():
+            array = self._array(name)
+            if array.shape != (self.n_docs,):
+                raise self._damaged(f"{name} holds {array.shape[0]:,} values for {self.n_docs:,} documents")
+            return array[start:stop]
 
     # -- reporting -----------------------------------------------------------------------
     def stored_bytes(self, prefix: str = "") -> int:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import zarr
 from click.testing import CliRunner
-from test_hardening_inputs import ODD_WORDS, one_line_error, write_run, write_store
+from test_hardening_inputs import ODD_WORDS, one_line_error, write_doc_topics, write_run, write_store
 
 from bigtopics.cli import main
 from bigtopics.model import load_model
@@ -188,3 +188,15 @@ def test_topic_word_of_many_small_topics_is_written_a_chunk_at_a_time(tmp_path, 
         np.testing.assert_array_equal(indices[indptr[k]:indptr[k + 1]], words)
         np.testing.assert_allclose(data[indptr[k]:indptr[k + 1]],
                                    (model.eta + values) / (n_words * model.eta + totals[k]), rtol=1e-6)
+
+
+# -- a per-document column shorter than the store's documents --------------------------------------
+@pytest.mark.parametrize("command", ["export", "site", "report"])
+def test_a_store_whose_ids_are_fewer_than_its_documents_is_one_line(small, command):
+    zarr.open_group(small["store"], mode="r+")["doc_ids"].resize((3,))
+    dt = write_doc_topics(small["root"] / "doc_topics.zarr", small["store"])
+    out = small["root"] / ("out.html" if command == "report" else "out")
+    line = one_line_error(cli(command, small["run"], "--doc-topics", dt, "-o", out,
+                              *(["--quiet"] if command == "site" else [])))
+    assert line == f"error: {small['store']} is damaged: doc_ids holds 3 values for 30 documents (ingest it again)"
+    assert not out.exists()
