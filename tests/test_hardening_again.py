@@ -16,9 +16,13 @@
 """
 
 import json
+import subprocess
+import sys
+import time
 from collections import Counter
 
 import numpy as np
+import psutil
 import pytest
 import zarr
 from click.testing import CliRunner
@@ -200,3 +204,20 @@ def test_a_store_whose_ids_are_fewer_than_its_documents_is_one_line(small, comma
                               *(["--quiet"] if command == "site" else [])))
     assert line == f"error: {small['store']} is damaged: doc_ids holds 3 values for 30 documents (ingest it again)"
     assert not out.exists()
+
+
+# -- a killed export not yet reaped by its parent --------------------------------------------------
+def test_the_next_export_removes_what_a_killed_export_left_before_its_parent_reaped_it(small):
+    process = subprocess.Popen([sys.executable, "-c", "pass"])  # exits, and is not waited for yet
+    try:
+        while psutil.Process(process.pid).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.05)
+        out = small["root"] / "out"
+        killed = small["root"] / f".out.tmp-{process.pid}-0123abcd"  # what kill -9 mid-export leaves
+        (killed / "topic_word.zarr").mkdir(parents=True)
+        result = cli("export", small["run"], "-o", out)
+        assert result.exit_code == 0, result.output
+        assert f"removed {killed.name}, left beside out by an interrupted export" in result.output
+        assert not killed.exists() and (out / "topic_keys.tsv").is_file()
+    finally:
+        process.wait()
