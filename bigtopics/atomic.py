@@ -110,8 +110,17 @@ def leftover_siblings(path: Path, tags=("tmp", "old"), this_process: bool = Fals
         match = SIBLING_NAME.match(entry.name)
         if match and match["name"] == path.name and match["tag"] in tags:
             pid = int(match["pid"])
-            if (this_process and pid == os.getpid()) or not (pid == os.getpid() or psutil.pid_exists(pid)):
+            if (this_process and pid == os.getpid()) or not (pid == os.getpid() or _running(pid)):
                 yield match["tag"], entry
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs: one killed but not yet waited for by its parent (a zombie: a
+    `kill -9` whose caller has not reaped it, or a container without an init) never writes again."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def clear_leftovers(path: Path, log, what: str) -> None:

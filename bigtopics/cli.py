@@ -58,7 +58,40 @@ def storage_options_option(fn):
                              "environment (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, ...).")(fn)
 
 
-@click.group()
+# MALLET's options that bigtopics names otherwise (those that mean the same are accepted as
+# aliases: --num-topics, --random-seed, --num-threads): given here, the error says what to use
+# instead of click's closest spellings (--num-iterations suggested --num-threads).
+MALLET_OPTIONS = {
+    "--num-iterations": "its sweeps over the corpus are --epochs here (passes over the store; --burnin and "
+                        "--samples are the sweeps per document)",
+    "--beta": "the topic-word prior is --eta here",
+    "--optimize-interval": "--optimize-alpha learns alpha here, updated every --optimize-every minibatches",
+    "--num-top-words": "give --top-words (export, evaluate) or -n (topics)",
+    "--output-state": "the state is written by bigtopics export --state",
+    "--output-topic-keys": "topic keys are written by bigtopics export (topic_keys.tsv)",
+    "--output-doc-topics": "document topics are bigtopics infer's, written as MALLET's by bigtopics export "
+                           "--doc-topics",
+}
+
+
+class Command(click.Command):
+    """A command whose error for one of MALLET_OPTIONS says what bigtopics has instead."""
+
+    def parse_args(self, ctx, args):
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as e:
+            if e.option_name not in MALLET_OPTIONS:
+                raise
+            raise click.NoSuchOption(e.option_name, f"No such option: {e.option_name} is MALLET's; "
+                                     f"{MALLET_OPTIONS[e.option_name]}.", ctx=ctx) from None
+
+
+class Commands(click.Group):
+    command_class = Command
+
+
+@click.group(cls=Commands)
 @click.version_option(package_name="bigtopics")
 def main():
     """Topic models for very large text collections on one machine."""
@@ -159,11 +192,20 @@ def info(path, n_top, storage_options):
     from pathlib import Path
 
     from .ingest import describe_store
-    from .rundir import SETTINGS_NAME, describe_run
+    from .locations import is_url
+    from .model import load_model
+    from .places import KINDS, output_kind
+    from .rundir import SETTINGS_NAME, describe_model, describe_run
     from .store import open_store
 
+    kind = None if is_url(path) else output_kind(Path(path))
     if (Path(path) / SETTINGS_NAME).exists():
         click.echo(describe_run(path))
+    elif kind == "model":
+        click.echo(describe_model(load_model(path)))
+    elif kind in ("export", "site"):
+        raise ValueError(f"{path} is {KINDS[kind]} (written by bigtopics {kind}); info describes a store, a "
+                         "training run or a model")
     else:
         click.echo(describe_store(open_store(path, storage_options), n_top))
 

@@ -24,7 +24,7 @@ from .locations import canonical_location, is_url
 from .model import Model, alpha_attribute, load_model
 from .options import MAX_COUNT, MAX_SWEEPS, MAX_WORKERS, check_integer, check_real, check_seed
 from .places import check_output_file, output_kind
-from .rundir import SETTINGS_NAME
+from .rundir import SETTINGS_NAME, read_settings
 from .store import open_store
 
 EVALUATION_NAME = "evaluation.json"
@@ -84,9 +84,9 @@ def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=Non
     cluster, with the same result."""
     validate_options(heldout_docs=heldout_docs, methods=methods, particles=particles, top_n=top_n,
                      prominence_threshold=prominence_threshold, sample_docs=sample_docs, seed=seed, workers=workers)
+    model = load_model(run)  # first: RUN that is not a run (a store, say) is named for what it is
     output = Path(output) if output else evaluation_path(run)
     check_output_file(output, overwrite, is_evaluation, "a bigtopics evaluation", run_file=EVALUATION_NAME)
-    model = load_model(run)
     n_workers = use_threads(workers)
     if store is None:
         store = _run_store(run)
@@ -148,10 +148,9 @@ def current_evaluation(run, model: Model) -> tuple[dict[int, dict], str | None]:
 def _run_heldout_documents(run, store, storage_options=None) -> np.ndarray | None:
     """The documents `bigtopics train --heldout N` kept out of training, when `store` is the run's
     (the same path or URL)."""
-    path = Path(run) / SETTINGS_NAME
-    if store is None or not path.exists():
+    if store is None or not (Path(run) / SETTINGS_NAME).exists():
         return None
-    record = json.loads(path.read_text())
+    record = read_settings(run)
     n_heldout, seed = record["settings"].get("heldout", 0), record["settings"].get("seed", 0)
     if not n_heldout or canonical_location(record["store"]) != canonical_location(store):
         return None
@@ -163,9 +162,8 @@ def _run_store(run) -> str | None:
     FileNotFoundError if that store is gone, as for export and site: coherence and the document
     shares silently left out would look like a complete evaluation. (A URL is taken as it is:
     opening it says if it is gone.)"""
-    settings = Path(run) / SETTINGS_NAME
-    if settings.exists():
-        path = json.loads(settings.read_text()).get("store")
+    if (Path(run) / SETTINGS_NAME).exists():
+        path = read_settings(run)["store"]
         if path and not is_url(path) and not Path(path).exists():
             raise FileNotFoundError(f"the run's store {path} is gone; if it has moved, give its new place "
                                     "with --store")

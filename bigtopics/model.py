@@ -36,6 +36,7 @@ from .frozen import local_ids
 from .kernels.csr import transpose_csr
 from .minibatch import gather_rows
 from .options import MAX_TOPICS
+from .places import KINDS, output_kind
 from .store import CSR_ENCODING, StoreError, check_format, default_compressors
 
 MODEL_FORMAT_VERSION = 1
@@ -119,11 +120,13 @@ class Model:
         if (path / MODEL_NAME).exists():
             path = path / MODEL_NAME
         if not (path / "zarr.json").exists():
-            raise StoreError(f"no model at {path} (a run writes {MODEL_NAME} after its first snapshot)")
+            kind = output_kind(path)  # an export or a site given for a run: say so
+            raise StoreError(f"{path} is {KINDS[kind]}, not a training run or a model" if kind else
+                             f"no model at {path} (a run writes {MODEL_NAME} after its first snapshot)")
         self.path = path
         self.group = zarr.open_group(path, mode="r")
         self.attrs = dict(self.group.attrs)
-        check_format(path, self.attrs, "model_format_version", MODEL_FORMAT_VERSION)
+        check_format(path, self.attrs, "model_format_version", MODEL_FORMAT_VERSION, "a training run or a model")
         self.n_topics, self.n_words = check_model_header(path, self.group, self.attrs)
         check_model_attributes(path, self.attrs)
         alpha = self.attrs["alpha"]

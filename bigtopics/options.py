@@ -75,6 +75,14 @@ def check_real(value, flag: str, low: float, high: float | None = None, *, low_o
         raise OptionError(f"{flag} must be {text} (got {value:g})")
 
 
+def check_applies(given: list[str], needed: str) -> None:
+    """OptionError naming the options `given` (as typed, with their values), which apply only with
+    the option `needed`, not given: an option that does nothing is refused, not silently ignored."""
+    if given:
+        raise OptionError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only with {needed}, "
+                          "which was not given")
+
+
 def check_seed(value, flag: str = "--seed") -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < SEED_LIMIT:
         raise OptionError(f"{flag} must be a whole number in [0, 2**63) (got {shown(value)})")

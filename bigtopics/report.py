@@ -23,6 +23,7 @@ from .escape import html_escape
 from .evaluate import current_evaluation
 from .locations import is_url
 from .model import Model, load_model
+from .options import check_applies
 from .places import check_output_file
 from .rundir import METRICS_NAME, read_metrics
 from .store import StoreError, open_store
@@ -186,6 +187,8 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
     notice that evaluation.json is stale goes to `log` (default: stderr) and onto the page.
     `doc_topics` and `store` may be URLs (`storage_options` for them; bigtopics/locations.py)."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
+    if doc_topics is None:
+        check_applies([f"--store {store}"] * (store is not None), "--doc-topics")  # (it names their documents)
     run = Path(run)
     model: Model = load_model(run)
     output = Path(output) if output else run / REPORT_NAME

@@ -17,10 +17,12 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .atomic import is_disk_full, no_space
 from .checkpoints import CheckpointError, list_checkpoints, read_checkpoint_meta
 from .memory import format_bytes
-from .model import MODEL_NAME
+from .model import MODEL_NAME, Model
 from .progress import format_duration
 from .settings import recorded_settings
 
@@ -91,11 +93,29 @@ def read_metrics(path) -> list[dict]:
     return [r for r in records if isinstance(r, dict) and "minibatch" in r]
 
 
+# What train records in settings.json, each key with the JSON type it has there.
+SETTINGS_RECORD = {"settings": dict, "store": str, "store_fingerprint": dict, "n_training_docs": int}
+
+
 def read_settings(run_dir: Path) -> dict:
+    """A run's settings.json, checked to hold what train writes there (SETTINGS_RECORD): a damaged
+    or crafted one (not UTF-8 JSON, nested too deeply, a key missing or of another type) is one
+    line naming it, not an error from deep inside a command."""
     path = Path(run_dir) / SETTINGS_NAME
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a training run (no {SETTINGS_NAME})")
-    return json.loads(path.read_text())
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deeply
+        raise ValueError(f"{path} is damaged: it cannot be read as JSON ({type(e).__name__})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} is damaged: it holds a JSON {type(record).__name__}, not an object")
+    for key, kind in SETTINGS_RECORD.items():
+        value = record.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"{path} is damaged: its {key} is {str(value)[:40]!r}, not "
+                             f"{'an object' if kind is dict else 'a string' if kind is str else 'a whole number'}")
+    return record
 
 
 def run_in_progress(run_dir) -> bool:
@@ -192,3 +212,23 @@ def describe_run(run_dir) -> str:
     model = run_dir / MODEL_NAME
     lines.append(f"  model            {model if model.exists() else 'not written yet'}")
     return "\n".join(lines)
+
+
+def describe_model(model: Model) -> str:
+    """A readable summary of a model.zarr given alone (`bigtopics info`): its size, priors, how far
+    it was trained and on what (a model inside a run is described with the run)."""
+    alpha = (f"{model.alpha:g} each topic (symmetric)" if np.ndim(model.alpha) == 0 else
+             f"learned, summing to {model.alpha_sum:.4g} ({model.alpha.min():.3g} to {model.alpha.max():.3g})")
+    lines = [f"model       {model.path}", f"topics      {model.n_topics:,}", f"words       {model.n_words:,}",
+             f"entries     {model.n_entries:,}  (stored topic-word counts; "
+             f"{float(model.topic_totals().sum()):,.0f} tokens in the topics)",
+             f"alpha       {alpha}", f"eta         {model.eta:g}"]
+    progress, trained_on = model.attrs.get("progress"), model.attrs.get("store_fingerprint")
+    if progress:  # checked where the model was opened (model.MODEL_ATTRIBUTES)
+        lines.append(f"progress    {progress.get('step', 0):,} minibatches, {progress.get('docs_seen', 0):,} document "
+                     f"visits, {progress.get('tokens_seen', 0):,} tokens")
+    if trained_on:
+        lines.append(f"trained on  a store of {trained_on.get('n_docs') or 0:,} documents, "
+                     f"{trained_on.get('n_tokens') or 0:,} tokens")
+    return "\n".join(lines)
+

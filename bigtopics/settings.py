@@ -242,4 +242,8 @@ def recorded_settings(record: dict) -> TrainSettings:
     if "step_options" not in settings:
         raise ValueError("the run was started by an earlier bigtopics (its settings.json has no step_options); "
                          "start it again with this version")
-    return TrainSettings(**settings)
+    step_options = dict(settings["step_options"])
+    if settings.get("local_step", "gibbs") == "gibbs" and step_options.get("sampler") != "mh":
+        # a run started when every gibbs sampler recorded --mh-steps' default, which only mh takes
+        step_options.pop("mh_steps", None)
+    return TrainSettings(**{**settings, "step_options": step_options})

@@ -62,17 +62,17 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0][:200]}" if text else type(e).__name__
 
 
-def check_format(path, attrs: dict, key: str, version: int) -> None:
+def check_format(path, attrs: dict, key: str, version: int, wanted: str | None = None) -> None:
     """Raise a StoreError unless attrs[key] == version, saying what `path` (a path or location)
-    is if it is another kind."""
+    is if it is another kind, and what was `wanted` (by default the kind `key` marks)."""
     if attrs.get(key) == version:
         return
-    wanted = KIND_ATTRIBUTES[key]
     if key not in attrs:
         found = next((kind for k, kind in KIND_ATTRIBUTES.items() if k in attrs),
                      "a Zarr group bigtopics did not write")
-        raise StoreError(f"{path} is {found}, not {wanted}")
-    raise StoreError(f"{path} is {wanted} of format version {attrs[key]!r}; this bigtopics reads version {version}")
+        raise StoreError(f"{path} is {found}, not {wanted or KIND_ATTRIBUTES[key]}")
+    raise StoreError(f"{path} is {KIND_ATTRIBUTES[key]} of format version {attrs[key]!r}; this bigtopics reads "
+                     f"version {version}")
 
 
 def default_compressors(dtype: np.dtype | type | str):
@@ -118,8 +118,9 @@ class CSRBlock:
         return self.indices[lo:hi], self.data[lo:hi]
 
 
-class _Appender:
-    """Appends to a 1-D zarr array whole chunks at a time (no read-modify-write of chunks)."""
+class ChunkAppender:
+    """Appends to a 1-D zarr array (created empty) whole chunks at a time: no read-modify-write of
+    a chunk, which writing a few values at a time into a large chunk would repeat at every write."""
 
     def __init__(self, array: zarr.Array):
         self.array = array
@@ -196,14 +197,14 @@ class StoreWriter:
         g = self.group
         try:
             with self.target.errors():
-                self._indptr = _Appender(_create_1d(g, "indptr", np.int64, docs_per_chunk))
-                self._indices = _Appender(_create_1d(g, "indices", self.index_dtype, entries_per_chunk))
-                self._data = _Appender(_create_1d(g, "data", self.count_dtype, entries_per_chunk))
-                self._doc_ids = _Appender(_create_1d(g, "doc_ids", str, STRING_CHUNK))
+                self._indptr = ChunkAppender(_create_1d(g, "indptr", np.int64, docs_per_chunk))
+                self._indices = ChunkAppender(_create_1d(g, "indices", self.index_dtype, entries_per_chunk))
+                self._data = ChunkAppender(_create_1d(g, "data", self.count_dtype, entries_per_chunk))
+                self._doc_ids = ChunkAppender(_create_1d(g, "doc_ids", str, STRING_CHUNK))
                 meta = g.create_group("doc_meta")
                 self.metadata_fields = dict(metadata_fields or {})
                 self._meta = {
-                    name: _Appender(_create_1d(meta, name, dt,
+                    name: ChunkAppender(_create_1d(meta, name, dt,
                                                STRING_CHUNK if np.dtype(dt).kind in "OUT" else docs_per_chunk))
                     for name, dt in self.metadata_fields.items()
                 }
@@ -499,10 +500,19 @@ class Store:
             yield self.read_docs(lo, min(lo + step, stop))
 
     def doc_ids(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        return np.asarray(self._column("doc_ids", start, stop), dtype=object)
+        return np.asarray(self._document_column("doc_ids", start, stop), dtype=object)
 
     def metadata(self, field: str, start: int = 0, stop: int | None = None) -> np.ndarray:
-        return np.asarray(self._column(f"doc_meta/{field}", start, stop))
+        return np.asarray(self._document_column(f"doc_meta/{field}", start, stop))
+
+    def _document_column(self, name: str, start: int, stop: int | None) -> np.ndarray:
+        """A value a document (its ids, a metadata field): n_docs of them, or the store is damaged
+        (a short column would end a site or an export with an IndexError deep inside)."""
+        with self._where.errors():
+            array = self._array(name)
+            if array.shape != (self.n_docs,):
+                raise self._damaged(f"{name} holds {array.shape[0]:,} values for {self.n_docs:,} documents")
+            return array[start:stop]
 
     # -- reporting -----------------------------------------------------------------------
     def stored_bytes(self, prefix: str = "") -> int:

@@ -36,6 +36,24 @@ class TokenizerSettings:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_record(cls, record) -> "TokenizerSettings":
+        """The settings `to_dict` recorded (in a store's settings), each checked for its type:
+        ValueError saying what is wrong with a damaged or crafted record."""
+        kinds = {"min_length": int, "token_pattern": (str, type(None)), "stoplist": str, "keep_case": bool}
+        if not isinstance(record, dict):
+            raise ValueError(f"are a JSON {type(record).__name__}, not an object")
+        for name, value in record.items():
+            if name not in kinds:
+                raise ValueError(f"hold {str(name)[:40]!r}, which is not a tokenizer setting")
+            if not isinstance(value, kinds[name]) or (name == "min_length" and isinstance(value, bool)):
+                raise ValueError(f"hold {name} = {str(value)[:40]!r}, of the wrong type")
+        try:
+            re.compile(record.get("token_pattern") or "")
+        except re.error as e:
+            raise ValueError(f"hold a token_pattern that is not a regular expression ({e})") from None
+        return cls(**record)
+
 
 # Planes 0-3 and the special-purpose plane 14 are the only ones with letters or marks
 # (4-13 are unassigned, 15-16 private use); skipping the rest makes the table quick to build.

@@ -98,7 +98,7 @@ def test_a_model_given_for_a_store_and_the_reverse_are_named(corpus, tmp_path):
     train(corpus, tmp_path / "run", TrainSettings(n_topics=4, max_docs=250, batch_size=250), quiet=True)
     with pytest.raises(StoreError, match="model.zarr is a model, not a store"):
         open_store(tmp_path / "run" / "model.zarr")
-    with pytest.raises(StoreError, match="is a store, not a model"):
+    with pytest.raises(StoreError, match="is a store, not a training run or a model"):
         load_model(corpus)
 
 

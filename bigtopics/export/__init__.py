@@ -31,7 +31,7 @@ from ..diagnostics import top_word_ids
 from ..doc_topics import DocTopics
 from ..evaluate import current_evaluation
 from ..model import load_model
-from ..options import OptionError, check_integer, check_real
+from ..options import OptionError, check_applies, check_integer, check_real
 from ..outputs import check_output
 from ..topic_labels import topic_labels
 from . import dfr, mallet, mallet_diagnostics, model_files, pyldavis, search, state
@@ -62,6 +62,10 @@ def export(run, output, *, doc_topics=None, store=None, options: ExportOptions |
     options = options or ExportOptions(**option_values)
     check_integer(options.top_words, "--top-words", 1, MAX_TOP_WORDS)
     check_real(options.doc_topics_threshold, "--doc-topics-threshold", 0.0, 1.0)
+    if doc_topics is None:  # the options of doc_topics.txt and of the store it was inferred from
+        check_applies([f"--doc-topics-threshold {options.doc_topics_threshold:g}"] * (options.doc_topics_threshold != 0)
+                      + [f"--doc-topics-max {options.doc_topics_max}"] * (options.doc_topics_max != -1)
+                      + [f"--store {store}"] * (store is not None), "--doc-topics")
     run = Path(run)
     model = load_model(run)
     check_integer(options.doc_topics_max, "--doc-topics-max", -1)

@@ -9,7 +9,6 @@ gives each run the store id of each of its words, or -1 for a word left out.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,7 +17,8 @@ import numpy as np
 
 from ..locations import is_url
 from ..model import MODEL_NAME, load_model
-from ..rundir import SETTINGS_NAME
+from ..places import attributes_kind, read_json
+from ..rundir import SETTINGS_NAME, read_settings
 from ..store import StoreError, open_store
 from ..tokenizer import TokenizerSettings
 from .runs import KnownWords, merged_words
@@ -114,7 +114,7 @@ def read_vocabulary(source: str | os.PathLike, storage_options: dict | None = No
         return _fixed(store.location, store.vocab, store.settings)
     path = Path(str(source).removeprefix("file://"))
     if (path / SETTINGS_NAME).is_file():
-        recorded_store = json.loads((path / SETTINGS_NAME).read_text())["store"]
+        recorded_store = read_settings(path)["store"]
         store_path = Path(recorded_store)
         if is_url(recorded_store):
             try:
@@ -130,7 +130,7 @@ def read_vocabulary(source: str | os.PathLike, storage_options: dict | None = No
     if not (path / "zarr.json").exists():
         raise StoreError(f"--vocabulary {source} is not a store, a run directory or a model.zarr "
                          f"(it has no zarr.json or {SETTINGS_NAME})")
-    if "model_format_version" in json.loads((path / "zarr.json").read_text()).get("attributes", {}):
+    if attributes_kind(read_json(path / "zarr.json").get("attributes")) == "model":
         model = load_model(path)
         words, recorded = model.vocab, model.attrs.get("store_fingerprint", {}).get("settings") or {}
     else:
@@ -140,5 +140,9 @@ def read_vocabulary(source: str | os.PathLike, storage_options: dict | None = No
 
 
 def _fixed(source: str, words, recorded: dict) -> FixedVocabulary:
-    tokenizer = TokenizerSettings(**recorded["tokenizer"]) if "tokenizer" in recorded else TokenizerSettings()
+    recorded = recorded if isinstance(recorded, dict) else {}  # (a model's crafted fingerprint: no settings)
+    try:
+        tokenizer = TokenizerSettings.from_record(recorded.get("tokenizer", {}))
+    except ValueError as e:
+        raise StoreError(f"--vocabulary {source} is damaged: its tokenizer settings {e}") from None
     return FixedVocabulary(source, [str(w) for w in words], tokenizer)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..frozen import FrozenTopics
 from ..minibatch import Minibatch
+from ..options import OptionError
 from ..stats import StepResult
 
 
@@ -102,5 +103,7 @@ class LocalStep(ABC):
 
 
 def check(ok: bool, message: str) -> None:
+    """An option's check: a failure is a usage error (OptionError, exit status 2), like a number out
+    of its range."""
     if not ok:
-        raise ValueError(message)
+        raise OptionError(message)

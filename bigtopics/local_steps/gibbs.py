@@ -71,8 +71,8 @@ class GibbsStep(LocalStep):
     beta_estimate: str = option("the topic-word term of the conditional: the mean (eta + N_kw) / (V eta + N_k) "
                                 "or the paper's exp(E[log beta_kw]) (docs/choosing-settings.md)  [default: mean]",
                                 choices=BETA_ESTIMATES)
-    mh_steps: int = option("mh: Metropolis-Hastings steps per token, alternately word and document proposals  "
-                           "[default: 2]")
+    mh_steps: int = option("mh: Metropolis-Hastings steps per token, alternately word and document proposals "
+                           "(--sampler mh only)  [default: 2]")
     init_order: str = option("the order of the sequential initialisation: the store's (most frequent words "
                              "first) or rare-first  [default: store]", choices=INIT_ORDERS)
     burnin: int = option("sweeps discarded per document  [default: 3; 4 with --exclude-own]")
@@ -93,7 +93,8 @@ class GibbsStep(LocalStep):
         defaults = REVISITING if exclude_own else ONE_PASS
         sampler = self.sampler or DEFAULT_SAMPLER
         return replace(self, sampler=sampler, beta_estimate=self.beta_estimate or "mean",
-                       mh_steps=2 if self.mh_steps is None else self.mh_steps,
+                       # only the mh sampler takes steps; another keeps None, or what was given (refused)
+                       mh_steps=2 if self.mh_steps is None and sampler == "mh" else self.mh_steps,
                        init_order=self.init_order or "store",
                        burnin=defaults.burnin if self.burnin is None else self.burnin,
                        samples=defaults.samples if self.samples is None else self.samples, exclude_own=exclude_own,
@@ -107,12 +108,17 @@ class GibbsStep(LocalStep):
               f"{self.beta_estimate!r}; choose one of {', '.join(BETA_ESTIMATES)}")
         check(self.init_order in INIT_ORDERS,
               f"--init-order: unknown order {self.init_order!r}; choose one of {', '.join(INIT_ORDERS)}")
-        check_integer(self.mh_steps, "--mh-steps", 1, MAX_SWEEPS)
+        if self.sampler == "mh":
+            check_integer(self.mh_steps, "--mh-steps", 1, MAX_SWEEPS)
+        else:
+            check(self.mh_steps is None, f"--mh-steps applies to --sampler mh, not {self.sampler} (got --mh-steps "
+                                         f"{self.mh_steps})")
         check_integer(self.burnin, "--burnin", 0, MAX_SWEEPS)
         check_integer(self.samples, "--samples", 1, MAX_SWEEPS)
         check(isinstance(self.exclude_own, bool), f"exclude_own must be True or False (got {self.exclude_own!r})")
         check(not self.warm_start or self.exclude_own,
-              "--warm-start continues each document's chain from its previous visit, which only --exclude-own keeps")
+              "--warm-start continues each document's chain from its previous visit, which only --exclude-own keeps "
+              "(on by default with --epochs above 1; give --exclude-own, or more epochs)")
         check(not self.warm_start or self.sampler == "word-major",
               f"--warm-start: the {self.sampler} sampler starts every chain afresh; use --sampler word-major")
 
