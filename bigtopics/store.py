@@ -29,6 +29,7 @@ worker), so `open_store(**store.spec())` and `pickle.loads(pickle.dumps(store))`
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -543,3 +544,14 @@ def open_store(location: str | os.PathLike | Location, storage_options: dict | N
     gs://..., memory://...) or a zarr store object; `storage_options`: the fsspec filesystem's
     options for a URL (credentials, endpoint_url, ...), besides the environment's."""
     return Store(location, storage_options)
+
+
+def list_items(text: str) -> list | None:
+    """The items of a metadata value that is a JSON list (ingest writes lists so), else None."""
+    if not text.startswith("["):
+        return None
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return None
+    return items if isinstance(items, list) else None

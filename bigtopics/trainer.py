@@ -115,14 +115,13 @@ class Trainer:
         self.executor = executor if executor is not None else make_executor(
             self.store, workers=settings.workers, window_blocks=settings.window_blocks, cluster=cluster,
             scheduler=scheduler)
-        # what the resume command given after a lost cluster repeats
         self.rejoin = f" --cluster {cluster}" if cluster else f" --scheduler {scheduler}" if scheduler else ""
         self._heldout_batch = None
         self._scale_batch = None
         self.last_heldout: float | None = None
         self.state = RunState()
         self.priors = LearnedPriors.start(settings)
-        self._table: TopicWordTable | None = None  # `table`, whose global steps may still be under way
+        self._table: TopicWordTable | None = None  # `table`, maybe with a global step under way
         self.saved: SavedAssignments | None = None  # exclude_own: each document's latest assignments
         self.resumed_from: CheckpointInfo | None = None
         self.stop_signal: int | None = None
@@ -132,8 +131,7 @@ class Trainer:
 
     @property
     def table(self) -> TopicWordTable | None:
-        """The topic-word table once it has taken every global step so far (an executor may take
-        them in the background, executors/base.py): what checkpoints, snapshots and scores read."""
+        """The table once it has taken every global step so far (executors/base.py: settle)."""
         self.executor.settle()
         return self._table
 
@@ -568,8 +566,7 @@ class Trainer:
         st = self.state
         out = {
             "tok/s": f"{st.tokens_seen / max(st.seconds, 1e-9):,.0f}",
-            # as of the last settled global step: the progress line does not wait for the next
-            "entries": f"{self._table.n_entries:,}" if self._table is not None else "0",
+            "entries": f"{self._table.n_entries:,}" if self._table is not None else "0",  # (never waits: settle)
             "mem": format_bytes(rss_bytes()),
         }
         if self.last_heldout is not None:

@@ -43,6 +43,7 @@ from ..date_bins import MAX_BINS, Date, DateBins, DateRange, parse_date
 from ..doc_topics import DocTopics
 from ..escape import html_csv_cells, html_escape
 from ..memory import budget_bytes
+from ..store import list_items
 from .base import ExportContext, Writer, stored_counts, top_word_union, topic_word_probabilities
 
 FOLDER = "dfr-browser"
@@ -204,15 +205,10 @@ def _csv_values(values: np.ndarray) -> list:
 
 
 def _list_text(value: str) -> str:
-    """A list the store keeps as JSON text (ingest writes lists so) as its items joined by ", ",
-    as a citation shows it; any other text unchanged."""
-    if not value.startswith("["):
-        return value
-    try:
-        items = json.loads(value)
-    except ValueError:
-        return value
-    if not isinstance(items, list):
+    """A list the store keeps as JSON text (store.list_items) as its items joined by ", ", as a
+    citation shows it; any other text unchanged."""
+    items = list_items(value)
+    if items is None:
         return value
     return ", ".join(item if isinstance(item, str) else json.dumps(item, ensure_ascii=False) for item in items)
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..doc_topics import DocTopics, by_weight
-from ..store import Store
+from ..store import Store, list_items
 from .facets import FieldTally
-from .search_index import list_items, value_words, words
+from .search_index import value_words, words
 
 # Fields that name a document or a book rather than describe it: never tallied.
 NAME_FIELDS = ("title", "section_of", "id")

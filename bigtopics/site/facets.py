@@ -22,7 +22,7 @@ import datetime
 import numpy as np
 
 from ..date_bins import PRECISION, parse_date, position
-from .search_index import list_items
+from ..store import list_items
 
 MAX_FIELD_VALUES = 500
 MAX_TALLY_CELLS = 2_000_000

@@ -31,7 +31,6 @@ not grow with the number of books.
 from __future__ import annotations
 
 import heapq
-import json
 import re
 import shutil
 import tempfile
@@ -43,6 +42,7 @@ import numpy as np
 
 from ..escape import script_json
 from ..memory import budget_bytes
+from ..store import list_items
 
 ALPHABET = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", np.uint8)
 DIGIT = {c: i for i, c in enumerate(ALPHABET.tobytes().decode())}
@@ -76,17 +76,6 @@ def value_words(value) -> list[str]:
     if items is None:
         return words(text)
     return [w for item in items for w in value_words(item)]
-
-
-def list_items(text: str) -> list | None:
-    """The items of a metadata value that is a JSON list (ingest writes lists so), else None."""
-    if not text.startswith("["):
-        return None
-    try:
-        items = json.loads(text)
-    except ValueError:
-        return None
-    return items if isinstance(items, list) else None
 
 
 def encode(keys: np.ndarray, previous: int = 0) -> str:
