@@ -253,6 +253,25 @@ def wait_rows(driver, selector, n):
     return WebDriverWait(driver, 30).until(ready)
 
 
+def axis_labels(driver, chart, axis, n):
+    """The text of chart's axis tick labels (at least n) with each label's left edge relative to
+    the chart's svg, read in one script: dfr-browser redraws its charts as data arrives, so
+    elements found a moment earlier can be gone (a stale reference)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    script = """
+        const svg = document.querySelector(arguments[0] + ' svg');
+        if (!svg) return null;
+        const left = svg.getBoundingClientRect().left;
+        return Array.from(document.querySelectorAll(arguments[0] + ' g.axis.' + arguments[1] + ' g.tick text'))
+            .map(t => [t.textContent, t.getBoundingClientRect().left - left]);"""
+
+    def ready(_):
+        found = driver.execute_script(script, chart, axis)
+        return found if found and len(found) >= n else False
+    return WebDriverWait(driver, 30).until(ready)
+
+
 def check_document_page(driver, url, d, topics, weights, length):
     """dfr-browser's page of document d shows its length N_d and, for each topic the model gives
     it, the share theta to within 1 / N_d (and rounding to 0.1%) and the tokens of that share."""
@@ -356,13 +375,12 @@ def test_dfr_browser_shows_a_reuters_model_by_month_with_labels(tmp_path):
         driver.get(url + "#/topic/0")
         assert driver.find_element(By.CSS_SELECTOR, "#topic_header").text == "0 " + " ".join(
             w for w, _ in model.top_words(0, 3))
-        ticks = [t.text for t in wait_rows(driver, "#topic_plot g.axis.x g.tick text", 2)]
+        ticks = [text for text, _ in axis_labels(driver, "#topic_plot", "x", 2)]
         assert ticks[0] == "February" and "October" in ticks  # by month, Feb to Oct 1987
-        y_ticks = wait_rows(driver, "#topic_plot g.axis.y g.tick text", 2)
-        svg_left = driver.find_element(By.CSS_SELECTOR, "#topic_plot svg").rect["x"]
-        assert all(t.rect["x"] >= svg_left for t in y_ticks)  # no label clipped by the chart's edge
+        y_ticks = axis_labels(driver, "#topic_plot", "y", 2)
+        assert all(left >= 0 for _, left in y_ticks), y_ticks  # no label clipped by the chart's edge
         driver.get(url + "#/model/conditional")
-        months = [t.text for t in wait_rows(driver, "#model_view_conditional g.axis.x g.tick text", 2)]
+        months = [text for text, _ in axis_labels(driver, "#model_view_conditional", "x", 2)]
         assert months[0] == "February" and months[-1] == "October"
         assert visible_alerts(driver) == []
     finally:
