@@ -454,6 +454,9 @@ def evaluate(run, store, heldout_store, heldout_docs, methods, particles, no_res
                           scheduler=scheduler)
     click.echo(format_table(result))
     if not quiet:
+        if result["store"] is None:
+            click.echo("note: no store (the model has no run beside it): coherence and document shares need "
+                       "--store", err=True)
         click.echo(f"written: {result['output']}", err=True)
 
 

@@ -63,11 +63,17 @@ def is_evaluation(path) -> bool:
         key in head for key in (b'"model":', b'"n_topics":', b'"n_words":'))
 
 
+def run_folder(run) -> Path:
+    """The folder a run's files are in: `run`, or the folder holding it when `run` is a model.zarr
+    itself (RUN/model.zarr reads RUN's settings, as RUN does)."""
+    run = Path(run)
+    return run.parent if output_kind(run) == "model" else run
+
+
 def evaluation_path(run) -> Path:
     """Where a run's evaluation goes by default: <run>/evaluation.json (beside the model when
     `run` is a model.zarr itself, never inside it)."""
-    run = Path(run)
-    return (run.parent if output_kind(run) == "model" else run) / EVALUATION_NAME
+    return run_folder(run) / EVALUATION_NAME
 
 
 def evaluate(run, *, store=None, heldout_store=None, doc_topics=None, output=None, heldout_docs: int = 1000,
@@ -148,7 +154,8 @@ def current_evaluation(run, model: Model) -> tuple[dict[int, dict], str | None]:
 def _run_heldout_documents(run, store, storage_options=None) -> np.ndarray | None:
     """The documents `bigtopics train --heldout N` kept out of training, when `store` is the run's
     (the same path or URL)."""
-    if store is None or not (Path(run) / SETTINGS_NAME).exists():
+    run = run_folder(run)
+    if store is None or not (run / SETTINGS_NAME).exists():
         return None
     record = read_settings(run)
     n_heldout, seed = record["settings"].get("heldout", 0), record["settings"].get("seed", 0)
@@ -162,7 +169,8 @@ def _run_store(run) -> str | None:
     FileNotFoundError if that store is gone, as for export and site: coherence and the document
     shares silently left out would look like a complete evaluation. (A URL is taken as it is:
     opening it says if it is gone.)"""
-    if (Path(run) / SETTINGS_NAME).exists():
+    run = run_folder(run)
+    if (run / SETTINGS_NAME).exists():
         path = read_settings(run)["store"]
         if path and not is_url(path) and not Path(path).exists():
             raise FileNotFoundError(f"the run's store {path} is gone; if it has moved, give its new place "

@@ -2,6 +2,7 @@
 
 import json
 import math
+import shutil
 from dataclasses import replace
 
 import naive
@@ -171,6 +172,24 @@ def test_evaluate_command_prints_a_table_and_writes_json(trained, tmp_path):
     for method in ("left-to-right", "completion"):
         # a trained model must do far better than a flat one (-log V per token)
         assert record["heldout"][method]["loglik_per_token"] > -math.log(SPEC.n_words) + 0.5
+
+
+def test_a_model_zarr_is_evaluated_with_its_runs_store_and_a_lone_model_says_what_it_lacks(trained, tmp_path):
+    """RUN/model.zarr reads RUN's settings as RUN does (its store: coherence and document shares);
+    a model.zarr with no run beside it says that those need --store instead of leaving them out."""
+    store_path, run = trained
+    by_run = CliRunner().invoke(main, ["evaluate", str(run), "-o", str(tmp_path / "a.json"), "--quiet"])
+    by_model = CliRunner().invoke(main, ["evaluate", str(run / "model.zarr"), "-o", str(tmp_path / "b.json"),
+                                         "--quiet"])
+    assert by_run.exit_code == by_model.exit_code == 0, by_model.output
+    first, second = (json.loads((tmp_path / name).read_text()) for name in ("a.json", "b.json"))
+    assert first["topics"] == second["topics"] and "coherence" in second["topics"][0]
+    lone = tmp_path / "lone" / "model.zarr"
+    shutil.copytree(run / "model.zarr", lone)
+    result = CliRunner().invoke(main, ["evaluate", str(lone)])
+    assert result.exit_code == 0, result.output
+    assert "coherence and document shares need --store" in result.output
+    assert "coherence" not in json.loads((lone.parent / "evaluation.json").read_text())["topics"][0]
 
 
 def test_evaluate_refuses_a_store_with_another_vocabulary(trained, tmp_path):
