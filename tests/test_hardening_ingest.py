@@ -116,6 +116,26 @@ def test_numbers_beyond_what_the_store_holds_are_a_bad_line(tmp_path, fmt, bad, 
         assert open_store(tmp_path / "b.zarr").metadata("n").tolist()[0] == 2**63 - 1
 
 
+@pytest.mark.parametrize("value, expected", [
+    ("1e400", "the number 1e400 is beyond a 64-bit float"),
+    ("[1, -1e999]", "the number -1e999 is beyond a 64-bit float"),
+    ("NaN", "NaN is not a JSON number"),
+    ('{"a": Infinity}', "Infinity is not a JSON number"),
+])
+def test_numbers_json_cannot_write_back_are_a_bad_line(tmp_path, value, expected):
+    """Python reads 1e400 as inf and accepts NaN and Infinity; stored, they would reach pages and
+    files as values no JSON reader takes."""
+    path = tmp_path / "in.jsonl"
+    good = [json.dumps({"id": f"d{i}", "text": text_of(i), "n": i + 0.5}) for i in range(3)]
+    path.write_text("\n".join(good[:2] + ['{"id": "odd", "text": "plum", "n": ' + value + "}"] + good[2:]) + "\n")
+    line = error_line(ingest(path, "-o", tmp_path / "a.zarr", *KEEP_ALL))
+    assert line.startswith("error: in.jsonl:3: ") and expected in line
+    result = ingest(path, "-o", tmp_path / "b.zarr", "--skip-bad", *KEEP_ALL)
+    assert result.exit_code == 0, result.output
+    assert doc_ids(tmp_path / "b.zarr") == ["d0", "d1", "d2"]
+    assert open_store(tmp_path / "b.zarr").metadata("n").tolist() == [0.5, 1.5, 2.5]
+
+
 # -- file names that are not UTF-8 -------------------------------------------------------------
 def test_file_names_that_are_not_utf8_become_escaped_ids_and_messages(tmp_path):
     folder = tmp_path / "in"

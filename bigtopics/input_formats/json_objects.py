@@ -4,18 +4,34 @@ over as the document's metadata (scalars as they are; lists and objects as JSON 
 from __future__ import annotations
 
 import json
+import math
 
 from .base import FormatOptions, InputError
 
 METADATA_INT_RANGE = (-(1 << 63), 1 << 63)  # what an int64 column holds
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: Python reads it as inf, which JSON cannot write back
+        raise InputError(f"the number {text[:30]} is beyond a 64-bit float; write it as a string")
+    return value
+
+
+def _no_constant(name: str):
+    raise InputError(f"{name} is not a JSON number; write it as a string or leave the field out")
+
+
 def parse_object(line: str | bytes, where: str, options: FormatOptions) -> tuple[str, dict] | None:
-    """(the document's id, the object without it), or None for a blank line."""
+    """(the document's id, the object without it), or None for a blank line. Numbers are finite:
+    NaN, Infinity and 1e400 (which Python would read as inf) are refused, since every page and file
+    we write them to reads JSON, which has no such values."""
     if not line.strip():
         return None
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, parse_float=_finite_float, parse_constant=_no_constant)
+    except InputError:
+        raise
     except json.JSONDecodeError as e:
         raise InputError(f"malformed JSON: {e.msg} at column {e.colno}") from None
     except RecursionError:
