@@ -175,7 +175,7 @@ def describe_run(run_dir) -> str:
     """A readable summary of a run: settings, progress, checkpoints and model (`bigtopics info`)."""
     run_dir = Path(run_dir)
     record = read_settings(run_dir)
-    settings = recorded_settings(record)
+    settings = recorded_settings(record, run_dir / SETTINGS_NAME)
     lines = [f"training run {run_dir}", f"  store            {record['store']}",
              "  settings         " + ", ".join(f"{k}={v}" for k, v in asdict(settings).items())]
     checkpoints = list_checkpoints(run_dir)

@@ -231,8 +231,19 @@ def learning_rate(step: int, tau0: float, kappa: float) -> float:
     return float((tau0 + step) ** -kappa)
 
 
-def recorded_settings(record: dict) -> TrainSettings:
-    """The settings of a run as settings.json records them."""
+def recorded_settings(record: dict, path) -> TrainSettings:
+    """The settings of a run as its settings.json (`path`, named in errors) records them: a key
+    train does not write or a value out of its range is that file damaged (exit 1), not a mistyped
+    option (exit 2)."""
+    try:
+        settings = _recorded_settings(record)
+        settings.validate()
+        return settings
+    except (TypeError, ValueError) as e:  # OptionError is a ValueError
+        raise ValueError(f"{path} is damaged: {e}") from None
+
+
+def _recorded_settings(record: dict) -> TrainSettings:
     settings = dict(record["settings"])
     settings.setdefault("optimize_alpha", False)  # a run started before priors could be learned keeps its alpha
     settings.setdefault("optimize_passes", 0.0)  # and one started before their rate was capped, its rate

@@ -158,7 +158,7 @@ class Trainer:
         run_dir = Path(run_dir)
         options = options or {}
         record = read_settings(run_dir)
-        settings = recorded_settings(record)
+        settings = recorded_settings(record, run_dir / SETTINGS_NAME)
         refused = {k: v for k, v in changes.items()
                    if v is not None and k not in TrainSettings.CHANGEABLE and v != getattr(settings, k)}
         if refused:

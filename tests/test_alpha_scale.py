@@ -81,7 +81,7 @@ def test_the_default_count_and_its_options():
     with pytest.raises(OptionError, match="--scale-docs"):
         TrainSettings(n_topics=10, scale_docs=-1).validate()
     record = {"settings": {"n_topics": 10, "optimize_alpha": True, "step_options": {}}}
-    assert recorded_settings(record).scale_docs == 0  # a run started before keeps its alpha as learned
+    assert recorded_settings(record, "settings.json").scale_docs == 0  # a run started before keeps its alpha as learned
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import asdict
 
 import numpy as np
 import psutil
@@ -70,6 +71,23 @@ def test_a_damaged_settings_json_is_one_line_naming_it_in_every_command(small, c
         line = one_line_error(cli(*args))
         assert line == f"error: {run / 'settings.json'} is damaged: {said}", (args, line)
     assert not (small["root"] / "e.json").exists() and not (small["root"] / "new.zarr").exists()
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"bogus": 1}, "--bogus is not a training option"),
+    ({"n_topics": -3}, "--topics"),
+])
+def test_settings_train_does_not_write_are_that_file_damaged_not_a_mistyped_option(small, change, said):
+    """A key train never writes, or a value out of its range, in settings.json: exit 1 naming the
+    file, where it said "--bogus is not a training option" (exit 2) as if the user had typed it."""
+    run = small["run"]
+    record = {**GOOD_RECORD, "settings": {**asdict(TrainSettings(n_topics=3)), **change}}
+    (run / "settings.json").write_text(json.dumps(record))
+    for args in (["info", run], ["train", "--resume", run, "--quiet"]):
+        result = cli(*args)
+        line = one_line_error(result)
+        assert result.exit_code == 1 and line.startswith(f"error: {run / 'settings.json'} is damaged: "), line
+        assert said in line
 
 
 @pytest.mark.parametrize("tokenizer, said", [
@@ -127,7 +145,8 @@ def test_a_run_that_recorded_mh_steps_for_another_sampler_still_reads():
     # runs started before --mh-steps was refused recorded its default for every sampler
     step_options = {"sampler": "word-major", "beta_estimate": "mean", "mh_steps": 2, "init_order": "store",
                      "burnin": 3, "samples": 3, "warm_start": False, "exclude_own": False}
-    settings = recorded_settings({"settings": {"n_topics": 5, "local_step": "gibbs", "step_options": step_options}})
+    record = {"settings": {"n_topics": 5, "local_step": "gibbs", "step_options": step_options}}
+    settings = recorded_settings(record, "settings.json")
     settings.validate()
     assert settings.step_options["mh_steps"] is None and settings.step_options["sampler"] == "word-major"
 

@@ -398,10 +398,10 @@ def test_the_floor_setting_is_checked_only_where_it_means_something():
 
 def test_a_run_recorded_before_learned_priors_keeps_its_fixed_alpha():
     record = {"settings": {"n_topics": 5, "local_step": "gibbs", "step_options": {}, "alpha": 1.0, "eta": 0.01}}
-    assert recorded_settings(record).optimize_alpha is False
-    assert recorded_settings(record).optimize_passes == 0.0  # and its priors' rate, rho_t
+    assert recorded_settings(record, "settings.json").optimize_alpha is False
+    assert recorded_settings(record, "settings.json").optimize_passes == 0.0  # and its priors' rate, rho_t
     learning = {"settings": {**record["settings"], "optimize_alpha": True, "optimize_passes": 1.0}}
-    assert recorded_settings(learning).min_alpha_sum == 0.0  # and a run from before the floor, none
+    assert recorded_settings(learning, "settings.json").min_alpha_sum == 0.0  # and a run from before the floor, none
     assert TrainSettings(n_topics=5).optimize_alpha is True
 
 
@@ -476,7 +476,7 @@ def test_the_floor_from_the_cli_holds_the_learned_alpha_and_is_recorded(skewed, 
         assert out.exit_code == 0, out.output
         record = json.loads((tmp_path / floor / "settings.json").read_text())
         assert record["settings"]["min_alpha_sum"] == float(floor)
-        assert recorded_settings(record).min_alpha_sum == float(floor)
+        assert recorded_settings(record, "settings.json").min_alpha_sum == float(floor)
     assert load_model(tmp_path / "0").alpha_sum < 3  # the fit alone, below the default floor 5 (truth: 0.6)
     assert load_model(tmp_path / "12").alpha_sum == pytest.approx(12)
     out = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "fixed"), "--no-optimize-alpha",
