@@ -117,10 +117,11 @@ class _Ranking:
     def rth_values(self) -> np.ndarray:
         """Each row's R-th largest value (K x L), once every word's values are in; readies the picking pass."""
         last = self.heaps.min(axis=-1)
+        self.heaps = None  # (K x L x R values: gone before the picking pass's K x L x R word ids come)
         tolerance = TIE_TOLERANCE * np.maximum(1.0, np.abs(last))
         self.upper, self.lower = last + tolerance, last - tolerance
         self.above, self.n_level = np.zeros(last.shape, np.int64), np.zeros(last.shape, np.int64)
-        self.level_words = np.zeros(last.shape + (R,), np.int64)
+        self.level_words = np.zeros(last.shape + (R,), np.int32)
         self.is_above = np.zeros(self.n_words, np.bool_)
         return last
 
