@@ -58,6 +58,14 @@ def storage_options_option(fn):
                              "environment (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, ...).")(fn)
 
 
+def topic_labels_option(where: str):
+    """--topic-labels FILE, one option for every command that names topics (topic_labels.py reads
+    and refuses the file alike for all); `where` says where that command shows the labels."""
+    return click.option("--topic-labels", type=click.Path(exists=True, dir_okay=False),
+                        help="Topic labels (default: each topic's top 3 words): one a line, topic 0 first, or "
+                             f"TSV topic<TAB>label; {where}.")
+
+
 # MALLET's options that bigtopics names otherwise (those that mean the same are accepted as
 # aliases: --num-topics, --random-seed, --num-threads): given here, the error says what to use
 # instead of click's closest spellings (--num-iterations suggested --num-threads).
@@ -518,9 +526,7 @@ def infer(run, store, output, threshold, burnin, samples, seed, workers, part_to
                    "(the text MALLET imports to load it), for runs trained with --exclude-own.")
 @click.option("--diagnostics", is_flag=True,
               help="Also write diagnostics.xml (MALLET's --diagnostics-file), for runs trained with --exclude-own.")
-@click.option("--topic-labels", type=click.Path(exists=True, dir_okay=False),
-              help="Topic labels (default: each topic's top 3 words): one a line, topic 0 first, or TSV "
-                   "topic<TAB>label; in topics.jsonl and dfr-browser.")
+@topic_labels_option("in topics.jsonl and dfr-browser")
 @click.option("--overwrite", is_flag=True,
               help="Replace an earlier export (never a store or run, nor a folder holding files export did not write).")
 @storage_options_option
@@ -547,15 +553,16 @@ def export(run, output, doc_topics, store, top_words, index, doc_topics_threshol
               help="Output of `bigtopics infer`, to list the documents most about each topic.")
 @click.option("--store", type=STORE,
               help="The store --doc-topics was inferred from, for document ids (default: the one it records).")
+@topic_labels_option("beside each topic's number")
 @click.option("--overwrite", is_flag=True, help="Replace an existing file that is not an earlier report.")
 @storage_options_option
 @user_errors
-def report(run, output, doc_topics, store, overwrite, storage_options):
+def report(run, output, doc_topics, store, topic_labels, overwrite, storage_options):
     """Write a self-contained HTML page describing RUN: topics, sizes, coherence, documents, training curve."""
     from .report import build_report
 
-    path = build_report(run, output, doc_topics=doc_topics, store=store, overwrite=overwrite,
-                        storage_options=storage_options)
+    path = build_report(run, output, doc_topics=doc_topics, store=store, topic_labels=topic_labels,
+                        overwrite=overwrite, storage_options=storage_options)
     click.echo(f"written: {path}", err=True)
 
 
@@ -567,17 +574,18 @@ def report(run, output, doc_topics, store, overwrite, storage_options):
 @click.option("--words", type=int, default=30, show_default=True, help="Top words on each topic's page.")
 @click.option("--top-books", type=int, default=25, show_default=True,
               help="Books (documents in a store without sections) listed on each topic's page.")
+@topic_labels_option("beside each topic's number on every page, and in topics.csv")
 @click.option("--overwrite", is_flag=True, help="Replace an earlier site (never a folder holding other files).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @storage_options_option
 @user_errors
-def site(run, doc_topics, store, output, words, top_books, overwrite, quiet, storage_options):
+def site(run, doc_topics, store, output, words, top_books, topic_labels, overwrite, quiet, storage_options):
     """Write a static website (open OUTPUT/index.html, or serve the folder) to browse RUN's topics
     and the documents of --doc-topics: a page per topic and per book, search, CSV downloads."""
     from .site import build_site
 
     result = build_site(run, output, doc_topics=doc_topics, store=store, n_words=words, n_books=top_books,
-                        overwrite=overwrite, quiet=quiet, storage_options=storage_options)
+                        topic_labels=topic_labels, overwrite=overwrite, quiet=quiet, storage_options=storage_options)
     if not quiet:
         click.echo(f"written: {result['output']}/index.html ({result['n_topics']} topics, {result['n_books']:,} "
                    f"books, {result['n_docs']:,} documents)", err=True)

@@ -3,9 +3,10 @@
 Every topic with its top words, size and diagnostics (from <run>/evaluation.json when
 `bigtopics evaluate` has been run), the documents most about it (with --doc-topics; kept as a
 running top-n per topic while the document topics stream past), and the training curve from
-metrics.jsonl (throughput, and the held-out score when the trainer logged one). Every text the
-page takes from the run (words, document titles and ids, the run's name, notices) is
-escape.html_escape'd.
+metrics.jsonl (throughput, and the held-out score when the trainer logged one). Each topic's
+number stands beside its label (topic_labels.py: its top words, or the one `--topic-labels`
+gives), as on the site and in the exports. Every text the page takes from the run or the user
+(words, labels, document titles and ids, the run's name, notices) is escape.html_escape'd.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .options import check_applies
 from .places import check_output_file
 from .rundir import METRICS_NAME, read_metrics
 from .store import StoreError, open_store
+from .topic_labels import topic_labels as labels_of_topics  # (build_report takes a topic_labels file)
 
 REPORT_NAME = "report.html"
 REPORT_TITLE = "bigtopics report: "  # also how an earlier report is recognised, to be replaced
@@ -35,7 +37,7 @@ body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#2
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em}
 table{border-collapse:collapse;width:100%}td,th{padding:.3em .5em;border-bottom:1px solid #ddd;vertical-align:top}
 th{text-align:left;background:#f4f4f4;cursor:pointer}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.words{font-weight:600}.docs{color:#555;font-size:.9em}.bar{background:#4a7fb5;height:.7em;display:inline-block}
+.words{font-weight:600}.label{font-weight:600;color:#4a7fb5}.docs{color:#555;font-size:.9em}.bar{background:#4a7fb5;height:.7em;display:inline-block}
 svg{background:#fafafa;border:1px solid #ddd}input{font-size:1em;padding:.3em;width:20em}
 """
 JS = """
@@ -181,16 +183,19 @@ def is_report(path) -> bool:
 
 
 def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int = 12, n_docs: int = 5,
-                 overwrite: bool = False, log=None, storage_options: dict | None = None) -> Path:
+                 topic_labels: str | Path | None = None, overwrite: bool = False, log=None,
+                 storage_options: dict | None = None) -> Path:
     """Write the report (default <run>/report.html); returns its path. It replaces an earlier
     report, but another existing file only with overwrite, and never where places.py forbids. A
     notice that evaluation.json is stale goes to `log` (default: stderr) and onto the page.
-    `doc_topics` and `store` may be URLs (`storage_options` for them; bigtopics/locations.py)."""
+    `doc_topics` and `store` may be URLs (`storage_options` for them; bigtopics/locations.py);
+    `topic_labels` a labels file (topic_labels.py), read and checked before anything is written."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     if doc_topics is None:
         check_applies([f"--store {store}"] * (store is not None), "--doc-topics")  # (it names their documents)
     run = Path(run)
     model: Model = load_model(run)
+    labels = labels_of_topics(model, topic_labels)
     output = Path(output) if output else run / REPORT_NAME
     check_output_file(output, overwrite, is_report, "a bigtopics report", run_file=REPORT_NAME)
     evaluation, notice = current_evaluation(run, model)
@@ -227,7 +232,7 @@ def build_report(run, output=None, *, doc_topics=None, store=None, n_words: int 
         coherence = diag.get("coherence")
         docs = ", ".join(f"{e(doc_name.get(d, str(d)))} ({w:.0%})" for d, w in documents[k])
         rows.append(
-            f'<tr><td class="n" data-v="{-k}">{k}</td>'
+            f'<tr><td data-v="{-k}">{k} <span class="label">{e(labels[k])}</span></td>'
             f'<td class="n" data-v="{share[k]}"><span class="bar" style="width:{share[k] * 300:.0f}px"></span> '
             f'{share[k]:.1%}</td><td class="n" data-v="{alpha[k]}">{alpha[k]:.3g}</td>'
             f'<td class="n" data-v="{coherence if coherence is not None else "-Infinity"}">'
@@ -246,7 +251,7 @@ f" — <strong>{e(notice)}</strong>" if notice else " — run <code>bigtopics ev
 {training_curves(run)}
 <h2>Topics</h2>
 <p><input placeholder="filter topics by word or document" oninput="filterTopics(this.value)"></p>
-<table id="topics"><thead><tr><th onclick="sortTopics(0)">topic</th><th onclick="sortTopics(1)">size</th>
+<table id="topics"><thead><tr><th onclick="sortTopics(0)">topic and label</th><th onclick="sortTopics(1)">size</th>
 <th onclick="sortTopics(2)">alpha</th><th onclick="sortTopics(3)">coherence</th>
 <th>top words, and the documents most about the topic</th></tr></thead>
 <tbody>

@@ -410,3 +410,36 @@ def largest_remainder_counts(topics, weights, length: int, alpha) -> list[int]:
     for k in by_remainder[: length - sum(counts)]:
         counts[k] += 1
     return counts
+
+
+def pyldavis_terms(p: np.ndarray, totals: np.ndarray, R: int, lambdas: np.ndarray,
+                   tie_tolerance: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """The terms pyLDAvis' prepare lists given the whole K x V matrix p(w|k) and the topics'
+    tokens, a topic at a time: per topic and lambda the R most relevant (relevance = lambda log
+    p(w|k) + (1 - lambda) log(p(w|k) / p(w))), and the R most salient; in each list the terms
+    above its R-th value and, of those level with it (within tie_tolerance, relative), the lowest
+    ids. Returns (terms ascending, R-th relevance (lambdas x K), R-th saliency)."""
+    proportion = totals @ p
+    proportion = proportion / proportion.sum()
+    shares = totals / totals.sum()
+    given_term = p / p.sum(axis=0)
+    saliency = proportion * (given_term * np.log(given_term / shares[:, None])).sum(axis=0)
+
+    def listed(values: np.ndarray) -> tuple[set, np.ndarray]:  # rows x V
+        last = -np.partition(-values, R - 1, axis=1)[:, R - 1]
+        tolerance = tie_tolerance * np.maximum(1.0, np.abs(last))
+        terms = set()
+        for row, value, tol in zip(values, last, tolerance):
+            above = np.flatnonzero(row > value + tol)
+            level = np.flatnonzero((row <= value + tol) & (row >= value - tol))  # ascending ids
+            terms.update(above.tolist() + level[: max(R - len(above), 0)].tolist())
+        return terms, last
+
+    terms, last_saliency = listed(saliency[None, :])
+    last_relevance = np.zeros((len(lambdas), len(p)))
+    for k in range(len(p)):
+        relevance = (lambdas[:, None] * np.log(p[k])[None, :]
+                     + (1 - lambdas)[:, None] * np.log(p[k] / proportion)[None, :])
+        found, last_relevance[:, k] = listed(relevance)
+        terms |= found
+    return np.array(sorted(terms)), last_relevance, float(last_saliency[0])

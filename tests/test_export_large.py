@@ -7,7 +7,10 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from test_export_readers import assert_pyldavis_shows_the_whole_vocabularys_view
+from test_export_readers import (
+    assert_pyldavis_shows_the_whole_vocabularys_view,
+    assert_pyldavis_terms_are_the_naive_ones,
+)
 
 from bigtopics.cli import main
 from bigtopics.export import pyldavis as module
@@ -28,6 +31,10 @@ def large(tmp_path_factory):
     model = load_model(run)
     assert model.n_topics * model.n_words > module.MAX_CELLS
     return model, root
+
+
+def test_pyldavis_terms_at_library_size_are_those_of_a_naive_ranking(large):
+    assert_pyldavis_terms_are_the_naive_ones(large[0])
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import mallet_reference
+import naive
 import numpy as np
 import pytest
 import zarr
@@ -438,6 +439,28 @@ def test_pyldavis_beyond_the_whole_vocabulary_shows_what_the_whole_vocabulary_sh
     assert result.exit_code == 0, result.output
     payload = json.loads((tmp_path / "out" / "pyldavis.json").read_text())
     assert_pyldavis_shows_the_whole_vocabularys_view(pyldavis, model, payload, result.output)
+
+
+def assert_pyldavis_terms_are_the_naive_ones(model):
+    """chosen_terms (kernels/top_values.py, a block of words at a time) against naive.pyldavis_terms
+    (the whole matrix, each list ranked by numpy): the same terms, the same R-th values."""
+    from bigtopics.export import pyldavis as module
+
+    terms, last_relevance, last_saliency, _, _ = module.chosen_terms(model)
+    want_terms, want_relevance, want_saliency = naive.pyldavis_terms(
+        topic_word_probabilities(model, np.arange(model.n_words)), model.topic_totals(), module.R, module.lambdas(),
+        module.TIE_TOLERANCE)
+    np.testing.assert_array_equal(terms, want_terms)
+    np.testing.assert_allclose(last_relevance, want_relevance, rtol=1e-12)
+    assert last_saliency == pytest.approx(want_saliency, rel=1e-12)
+
+
+def test_pyldavis_terms_are_those_of_a_naive_ranking(exported, monkeypatch):
+    from bigtopics.export import pyldavis as module
+
+    model = exported[0]
+    monkeypatch.setattr(module, "CELLS_PER_PASS", 7 * model.n_topics)  # blocks of 7 words: heaps carried across
+    assert_pyldavis_terms_are_the_naive_ones(model)
 
 
 def announced_topics(output: str) -> set[int]:

@@ -23,7 +23,10 @@ the same terms with the same frequencies and relevance as over the whole vocabul
 topics' map (pyLDAvis's multidimensional scaling of the rows) sees the rest evenly spread. (A
 topic close to the corpus's own word shares, whose R-th lift is hardly above its rest's, lists
 rest terms at small lambda whatever their number: the export names such topics.) R and
-lambda_step are prepare's defaults, written into the file. The file is written a topic's row at a
+lambda_step are prepare's defaults, written into the file. The lambdas x topics x words scores
+are never held: kernels/top_values.py blends each from the two logs of a block of words as numpy
+would, bit for bit, keeping per list the R largest (the terms, and the file, are those numpy's
+whole arrays gave, in a fifth of the time at K = 100). The file is written a topic's row at a
 time; beyond MAX_FILE_CELLS topics x terms (pyLDAvis compares every pair of topics: it could not
 show such a model) it is left out with a notice.
 
@@ -42,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ..escape import inert_in_script
+from ..kernels import top_values
 from ..memory import available_bytes, format_bytes
 from .base import ExportContext, Writer, topic_word_probabilities
 
@@ -49,7 +53,7 @@ R = 30  # pyLDAvis.prepare's defaults
 LAMBDA_STEP = 0.01
 MAX_CELLS = 1 << 21
 MAX_FILE_CELLS = 1 << 25
-CELLS_PER_PASS = 1 << 22  # lambdas x topics x words held at once while choosing terms
+CELLS_PER_PASS = 1 << 22  # topics x words held at once while choosing terms
 REST_TERM = "(rest of the vocabulary {i} of {n})"
 REST_MARGIN = 4.0  # how far below the last shown term the rest terms stay (a factor of probability)
 TIE_TOLERANCE = 1e-9  # relative: values this close to a list's last are level with it
@@ -74,50 +78,61 @@ def _word_blocks(model, cells: int):
         yield words, topic_word_probabilities(model, words)
 
 
-def _scores(words: np.ndarray, p: np.ndarray, proportion: np.ndarray, shares: np.ndarray):
-    """(relevance, lambdas x K x words; saliency, 1 x words) as prepare computes them."""
-    grid = lambdas()[:, None, None]
-    relevance = grid * np.log(p) + (1 - grid) * np.log(p / proportion[words])
-    given_term = p / p.sum(axis=0)
-    distinctiveness = (given_term * np.log(given_term / shares[:, None])).sum(axis=0)
-    return relevance, (proportion[words] * distinctiveness)[None, :]
+class _Scores:
+    """The two scores prepare ranks terms by, a block of words at a time, each as rows that
+    kernels/top_values.py blends, g[l] a[k, w] + h[l] b[k, w]: relevance (row (k, l): lambda
+    log p(w|k) + (1 - lambda) log(p(w|k) / p(w)), g = lambda, h = 1 - lambda) and saliency (one
+    row, p(w) times the word's distinctiveness, as a = saliency, b = 0, g = 1, h = 0: exactly the
+    saliency), computed as prepare computes them."""
+
+    def __init__(self, proportion: np.ndarray, shares: np.ndarray):
+        self.proportion, self.shares = proportion, shares
+        self.g, self.h = lambdas(), 1 - lambdas()
+
+    def relevance(self, words: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.log(p), np.log(p / self.proportion[words])
+
+    def saliency(self, words: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        given_term = p / p.sum(axis=0)
+        distinctiveness = (given_term * np.log(given_term / self.shares[:, None])).sum(axis=0)
+        return (self.proportion[words] * distinctiveness)[None, :], np.zeros((1, len(words)))
 
 
-def _rth_largest(best: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The R largest of `best` and `values` along the last axis (in no order)."""
-    values = np.concatenate([best, values], axis=-1)
-    return values if values.shape[-1] <= R else -np.partition(-values, R - 1, axis=-1)[..., :R]
+class _Ranking:
+    """Rows of a score (K x L; _Scores) ranked as nlargest(R) ranks them, in two passes over the
+    words in ascending order: `last`, each row's R-th largest value; then the terms it takes in
+    each row: every term above `last`, and of the terms level with it (within TIE_TOLERANCE, for
+    the last bits of a computation done in another order) the lowest ids, as pandas keeps the
+    first of equal values."""
 
+    def __init__(self, g: np.ndarray, h: np.ndarray, rows: int, n_words: int):
+        self.g, self.h, self.n_words = g, h, n_words
+        self.heaps = np.full((rows, len(g), R), np.inf)
+        self.seen = 0
 
-class _Pick:
-    """The terms nlargest(R) takes in each row (a topic at a lambda, or the default view), given
-    each row's R-th largest value `last`: every term above it, and of the terms level with it (within
-    TIE_TOLERANCE, for the last bits of a computation done in another order) the lowest ids, as
-    pandas keeps the first of equal values. Fed the words' blocks in ascending order."""
+    def add_values(self, a: np.ndarray, b: np.ndarray) -> None:
+        top_values.rth_largest(a, b, self.g, self.h, self.heaps, self.seen)
+        self.seen += a.shape[1]
 
-    def __init__(self, last: np.ndarray):
-        self.last = last
-        self.tolerance = TIE_TOLERANCE * np.maximum(1.0, np.abs(last))
-        self.above = np.zeros(last.shape, np.int64)
-        self.level = np.zeros(last.shape, np.int64)
-        self.words: list[np.ndarray] = []
-        self.ties: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (row, word, rank among the row's ties)
+    def rth_values(self) -> np.ndarray:
+        """Each row's R-th largest value (K x L), once every word's values are in; readies the picking pass."""
+        last = self.heaps.min(axis=-1)
+        self.heaps = None  # (K x L x R values: gone before the picking pass's K x L x R word ids come)
+        tolerance = TIE_TOLERANCE * np.maximum(1.0, np.abs(last))
+        self.upper, self.lower = last + tolerance, last - tolerance
+        self.above, self.n_level = np.zeros(last.shape, np.int64), np.zeros(last.shape, np.int64)
+        self.level_words = np.zeros(last.shape + (R,), np.int32)
+        self.is_above = np.zeros(self.n_words, np.bool_)
+        return last
 
-    def add(self, words: np.ndarray, values: np.ndarray) -> None:
-        above = values > (self.last + self.tolerance)[..., None]
-        level = ~above & (values >= (self.last - self.tolerance)[..., None])
-        self.words.append(words[above.any(axis=tuple(range(above.ndim - 1)))])
-        self.above += above.sum(axis=-1)
-        rank = self.level[..., None] + np.cumsum(level, axis=-1) - 1
-        take = level & (rank < R)
-        rows = np.nonzero(take)
-        self.ties.append((np.ravel_multi_index(rows[:-1], self.last.shape), words[rows[-1]], rank[take]))
-        self.level += level.sum(axis=-1)
+    def add_terms(self, words: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        top_values.pick(a, b, self.g, self.h, self.upper, self.lower, int(words[0]), self.above,
+                        self.level_words, self.n_level, self.is_above)
 
     def chosen(self) -> np.ndarray:
-        rows, words, ranks = (np.concatenate(parts) for parts in zip(*self.ties))
-        wanted = (R - self.above).ravel()
-        return np.union1d(np.concatenate(self.words), words[ranks < wanted[rows]])
+        wanted = R - self.above  # the level terms each row takes, lowest ids first
+        ties = self.level_words[np.arange(R) < np.minimum(wanted, self.n_level)[..., None]]
+        return np.union1d(np.flatnonzero(self.is_above), ties)
 
 
 def chosen_terms(model) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, float]:
@@ -131,18 +146,18 @@ def chosen_terms(model) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, floa
     for words, p in _word_blocks(model, CELLS_PER_PASS):
         frequency[words] = totals @ p
     proportion = frequency / frequency.sum()
-    n_lambdas, K = len(lambdas()), model.n_topics
-    best_relevance, best_saliency = np.zeros((n_lambdas, K, 0)), np.zeros((1, 0))
-    for words, p in _word_blocks(model, CELLS_PER_PASS // n_lambdas):
-        relevance, saliency = _scores(words, p, proportion, shares)
-        best_relevance, best_saliency = _rth_largest(best_relevance, relevance), _rth_largest(best_saliency, saliency)
-    last_relevance, last_saliency = best_relevance.min(axis=-1), best_saliency.min(axis=-1)
-    relevant, salient = _Pick(last_relevance), _Pick(last_saliency)
-    for words, p in _word_blocks(model, CELLS_PER_PASS // n_lambdas):
-        relevance, saliency = _scores(words, p, proportion, shares)
-        relevant.add(words, relevance)
-        salient.add(words, saliency)
-    return np.union1d(relevant.chosen(), salient.chosen()), last_relevance, float(last_saliency[0]), shares, total
+    scores = _Scores(proportion, shares)
+    relevant = _Ranking(scores.g, scores.h, model.n_topics, model.n_words)
+    salient = _Ranking(np.ones(1), np.zeros(1), 1, model.n_words)
+    for words, p in _word_blocks(model, CELLS_PER_PASS):
+        relevant.add_values(*scores.relevance(words, p))
+        salient.add_values(*scores.saliency(words, p))
+    last_relevance, last_saliency = relevant.rth_values().T, salient.rth_values()
+    for words, p in _word_blocks(model, CELLS_PER_PASS):
+        relevant.add_terms(words, *scores.relevance(words, p))
+        salient.add_terms(words, *scores.saliency(words, p))
+    return (np.union1d(relevant.chosen(), salient.chosen()), np.ascontiguousarray(last_relevance),
+            float(last_saliency[0, 0]), shares, total)
 
 
 def chosen_mass(model, terms: np.ndarray) -> np.ndarray:

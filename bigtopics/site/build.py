@@ -9,7 +9,7 @@ text as HTML, and the data files are escape.script_json, so no title, id, word o
 can run as code.
 
     site.json                 what wrote the folder (how `--overwrite` recognises it), counts
-    data/site.js              run summary, topics (words, size, coherence), fields, training curve,
+    data/site.js              run summary, topics (label, words, size, coherence), fields, training curve,
                               the first book of every shard of books
     data/fields.js            each charted metadata field's values and their tokens
     data/topics/<k>.js        topic k: its top words with p(w|k), its weight over each metadata
@@ -29,6 +29,9 @@ its book, so the folder holds about n_books / BOOKS_PER_SHARD data files, and th
 streaming pass over the store and the document topics (site/collect.py); its memory does not
 grow with the number of documents. The folder is written under a hidden name and renamed into
 place when complete.
+
+Wherever a page names a topic it shows its number (from 0) and its label (topic_labels.py: its
+top words, or the one `--topic-labels` gives), as the report and the exports do.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from ..outputs import check_output
 from ..progress import Progress
 from ..report import training_documents
 from ..rundir import METRICS_NAME, read_metrics
+from ..topic_labels import topic_labels as labels_of_topics  # (build_site takes a topic_labels file)
 from .collect import NAME_FIELDS, TopBooks, stream_books
 from .facets import FieldTally
 from .search_index import SearchIndexWriter
@@ -130,15 +134,18 @@ def _pairs(topics: np.ndarray, weights: np.ndarray) -> list:
 
 
 def build_site(run, output, *, doc_topics, store=None, n_words: int = 30, n_books: int = 25, n_sections: int = 5,
-               overwrite: bool = False, quiet: bool = False, log=None, storage_options: dict | None = None) -> dict:
+               topic_labels: str | Path | None = None, overwrite: bool = False, quiet: bool = False, log=None,
+               storage_options: dict | None = None) -> dict:
     """Write the site for RUN and its document topics into the folder `output`; returns counts
-    (topics, books, documents, data files). `doc_topics` and `store` may be URLs."""
+    (topics, books, documents, data files). `doc_topics` and `store` may be URLs; `topic_labels`
+    a labels file (topic_labels.py), read and checked before anything is written."""
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     check_integer(n_words, "--words", 1, 1000)
     check_integer(n_books, "--top-books", 1, 10000)
     run = Path(run)
     model = load_model(run)
+    labels = labels_of_topics(model, topic_labels)
     output = Path(output)
     clear_leftovers(output, log, "site")  # what a site build killed earlier left beside it
     check_output(output, overwrite, [p for p in (model.path, doc_topics, store) if p], kind="site")
@@ -154,7 +161,7 @@ def build_site(run, output, *, doc_topics, store=None, n_words: int = 30, n_book
         for name in PAGES:
             (tmp / name).write_bytes((templates / name).read_bytes())
         (tmp / "csv").mkdir()
-        counts = _write_data(tmp, run, model, dt, store, evaluation, n_words, n_books, n_sections, quiet)
+        counts = _write_data(tmp, run, model, labels, dt, store, evaluation, n_words, n_books, n_sections, quiet)
         (tmp / SITE_MARKER).write_text(json.dumps({"created_by": "bigtopics", "site_format_version":
                                                    SITE_FORMAT_VERSION, "run": str(run), "doc_topics": dt.location,
                                                    "store": store.location, **counts}, indent=1) + "\n")
@@ -165,8 +172,8 @@ def build_site(run, output, *, doc_topics, store=None, n_words: int = 30, n_book
     return {"output": str(output), **counts}
 
 
-def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_words: int, n_books: int,
-                n_sections: int, quiet: bool) -> dict:
+def _write_data(folder: Path, run: Path, model, labels: list[str], dt, store, evaluation: dict, n_words: int,
+                n_books: int, n_sections: int, quiet: bool) -> dict:
     K = model.n_topics
     tallies = {f: FieldTally(f, K) for f in store.metadata_fields if f not in NAME_FIELDS}
     top = TopBooks(K, n_books, n_sections)
@@ -212,7 +219,7 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
         "shards": search["shards"], "titles_per_shard": TITLES_PER_SHARD, "n_books": n_book_total,
         "byline": byline}))
     fields = {name: result for name, tally in tallies.items() if (result := tally.result()) is not None}
-    topics = _write_topics(folder, model, evaluation, fields, top, n_words)
+    topics = _write_topics(folder, model, labels, evaluation, fields, top, n_words)
     training = _training(run)
     (folder / "csv" / "training.csv").write_bytes(training_csv(training))
     summary = {
@@ -232,14 +239,15 @@ def _write_data(folder: Path, run: Path, model, dt, store, evaluation: dict, n_w
             "data_files": sum(1 for _ in (folder / "data").rglob("*.js"))}  # site.js, fields.js, shards, topics
 
 
-def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopBooks, n_words: int) -> list:
+def _write_topics(folder: Path, model, labels: list[str], evaluation: dict, fields: dict, top: TopBooks,
+                  n_words: int) -> list:
     """data/topics/<k>.js and the topic CSVs; returns the topics' summaries for data/site.js."""
     (folder / "data" / "topics").mkdir()
     totals = model.topic_totals()
     share = totals / max(totals.sum(), 1e-300)
     summaries = []
-    topics_csv = CsvFile(folder / "csv" / "topics.csv", ["topic", "share", "tokens", "coherence", "npmi", "c_v",
-                                                         "top_words"])
+    topics_csv = CsvFile(folder / "csv" / "topics.csv", ["topic", "label", "share", "tokens", "coherence",
+                                                         "npmi", "c_v", "top_words"])
     words_csv = CsvFile(folder / "csv" / "topic_words.csv", ["topic", "rank", "word", "probability"])
     field_csvs = {name: CsvFile(folder / "csv" / f"topic_by_{_file_name(name)}.csv",
                                 [spreadsheet_cell(name), "tokens", "topic", "share"])
@@ -249,14 +257,15 @@ def _write_topics(folder: Path, model, evaluation: dict, fields: dict, top: TopB
             words = model.top_words(k, n_words)
             coherence = evaluation.get(k, {}).get("coherence")
             measures = {m: evaluation.get(k, {}).get(m) for m in ("npmi", "c_v")}  # (older evaluations lack them)
-            summaries.append({"k": k, "share": _round(share[k]), "coherence": coherence,
+            summaries.append({"k": k, "label": labels[k], "share": _round(share[k]), "coherence": coherence,
                               "words": [w for w, _ in words[:10]]})
             by_field = {name: [None if x != x else _round(x) for x in r["share"][k]] for name, r in fields.items()}
-            page = {"k": k, "share": float(share[k]), "tokens": float(totals[k]), "coherence": coherence, **measures,
-                    "words": [[w, _round(p)] for w, p in words], "by_field": by_field, "books": top.result(k)}
+            page = {"k": k, "label": labels[k], "share": float(share[k]), "tokens": float(totals[k]),
+                    "coherence": coherence, **measures, "words": [[w, _round(p)] for w, p in words],
+                    "by_field": by_field, "books": top.result(k)}
             (folder / "data" / "topics" / f"{k}.js").write_bytes(_js(f"topics/{k}", page))
             figures = [coherence, measures["npmi"], measures["c_v"]]
-            topics_csv.rows([[k, f"{share[k]:.6g}", f"{totals[k]:.6g}",
+            topics_csv.rows([[k, spreadsheet_cell(labels[k]), f"{share[k]:.6g}", f"{totals[k]:.6g}",
                               *("" if x is None else f"{x:.6g}" for x in figures),
                               spreadsheet_cell(" ".join(w for w, _ in words[:20]))]])
             words_csv.rows([k, rank, spreadsheet_cell(w), f"{p:.6g}"] for rank, (w, p) in enumerate(words))

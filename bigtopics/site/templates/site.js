@@ -3,6 +3,8 @@
 // works from file:// as well as from a web server. Pages are built with DOM calls (text is never
 // parsed as HTML). BT.search looks a query up in the search index (site/search_index.py): it
 // loads data/search.js (the first term of each shard), then only the shards of the query's words.
+// A topic is named by its number (from 0) and its label (data/site.js: its top words, or the
+// user's from --topic-labels), as text like every other value.
 var BT = (function () {
   "use strict";
   var values = {}, waiting = {};
@@ -57,9 +59,9 @@ var BT = (function () {
   function color(k) { return "hsl(" + ((k * 137.508) % 360).toFixed(0) + ",55%,52%)"; }
   function pct(x, digits) { return (100 * x).toFixed(digits === undefined ? 1 : digits) + "%"; }
   function num(x) { return Math.abs(x) >= 1e4 ? Math.round(x).toLocaleString("en") : String(+x.toPrecision(4)); }
+  function topicName(k, site) { return "topic " + k + ": " + site.topics[k].label; }
   function topicLink(k, site) {
-    var words = site ? " " + site.topics[k].words.slice(0, 3).join(" ") : "";
-    return el("a", {href: "topic.html#k=" + k, class: "topic", style: "border-color:" + color(k)}, ["topic " + k + words]);
+    return el("a", {href: "topic.html#k=" + k, class: "topic", style: "border-color:" + color(k)}, [topicName(k, site)]);
   }
   function bookLink(b, text, doc) {
     return el("a", {href: "doc.html#b=" + b + (doc !== undefined ? "&s=" + doc : "")}, [text]);
@@ -228,7 +230,7 @@ var BT = (function () {
     where.appendChild(el("p", {class: "error", text: String(error && error.message || error)}));
   }
 
-  return {put: put, load: load, el: el, params: params, color: color, pct: pct, num: num, topicLink: topicLink,
+  return {put: put, load: load, el: el, params: params, color: color, pct: pct, num: num, topicName: topicName, topicLink: topicLink,
           bookLink: bookLink, bar: bar, lineChart: lineChart, barChart: barChart, fail: fail, words: words,
           decode: decode, search: search, bookRows: bookRows};
 })();
