@@ -269,7 +269,7 @@ def child(spec: dict) -> None:
         seconds += pass_s
         last = p == spec["max_passes"] or seconds + pass_s > spec["max_seconds"]
         snapshot = None
-        if last or p in spec["snapshot_passes"]:
+        if spec.get("snapshots", True) and (last or p in spec["snapshot_passes"]):  # bench_shared: speed only
             snapshot = str(work / f"p{p:04d}.f32")
             mark("snapshot")
             write_snapshot(system, Path(snapshot))

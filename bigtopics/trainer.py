@@ -40,6 +40,7 @@ from .checkpoints import (
 )
 from .cluster import ClusterLost
 from .cores import thread_count
+from .cpu_share import cpu_shares
 from .executors import Executor, StepTask, make_executor
 from .frozen import ReusedArrays
 from .heldout import heldout_documents, heldout_loglik
@@ -128,6 +129,7 @@ class Trainer:
         self.checkpointed: dict | None = None  # the state the newest checkpoint holds
         self.lock = RunLock(self.run_dir)
         self.phase_seconds: dict[str, float] = {}  # this process's time per phase, for the metrics log
+        self.cpu_line = self.cpu_log = None  # CpuShare of the progress line and of the metrics log (in process)
 
     @property
     def table(self) -> TopicWordTable | None:
@@ -228,8 +230,7 @@ class Trainer:
         check_resources(self.store, self.settings, run_dir)
         s = self.settings
         self.table = TopicWordTable(s.n_topics, self.store.n_words, directory=fresh_dir(run_dir / TABLE_DIR))
-        self.table.drop_below = s.drop_below
-        self.table.reset_below = s.reset_below
+        self.table.drop_below, self.table.reset_below = s.drop_below, s.reset_below
         self._open_saved(None)
         self.state = RunState()
         self.resumed_from = START_OF_RUN
@@ -272,12 +273,8 @@ class Trainer:
         self._write_settings()
 
     def _write_settings(self) -> None:
-        record = {
-            "settings": asdict(self.settings),
-            "store": self.store.location,
-            "store_fingerprint": self.store.fingerprint(),
-            "n_training_docs": self.n_training_docs,
-        }
+        record = {"settings": asdict(self.settings), "store": self.store.location,
+                  "store_fingerprint": self.store.fingerprint(), "n_training_docs": self.n_training_docs}
         atomic_write_bytes(self.run_dir / SETTINGS_NAME, json.dumps(record, indent=2).encode())
 
     def _log_metrics(self, record: dict) -> None:
@@ -354,8 +351,7 @@ class Trainer:
         s = self.settings
         self._start_run_dir(overwrite)
         self.table = TopicWordTable(s.n_topics, self.store.n_words, directory=fresh_dir(self.run_dir / TABLE_DIR))
-        self.table.drop_below = s.drop_below
-        self.table.reset_below = s.reset_below
+        self.table.drop_below, self.table.reset_below = s.drop_below, s.reset_below
         self._open_saved(None)
 
     def _open_saved(self, saved: np.ndarray | None) -> None:
@@ -431,6 +427,7 @@ class Trainer:
         every_batches, every_seconds = parse_interval(s.checkpoint_every)
         score_batches, score_seconds = parse_interval(s.heldout_every, "held-out interval")
         clock = time.monotonic()
+        self.cpu_line, self.cpu_log = cpu_shares(self.executor)
         seconds_before = st.seconds
         last_report = last_snapshot = last_checkpoint = last_score = clock
         interval_tokens, interval_start = 0, clock
@@ -446,9 +443,9 @@ class Trainer:
                     return
                 n_docs, n_tokens = self.step(work)
                 interval_tokens += n_tokens
-                progress.update(n_docs)
                 now = time.monotonic()
-                st.seconds = seconds_before + now - clock
+                st.seconds = seconds_before + now - clock  # before the progress line shows tok/s
+                progress.update(n_docs)
                 heldout = None
                 if s.heldout and ((score_batches and st.step % score_batches == 0)
                                   or (score_seconds and now - last_score >= score_seconds) or st.step == 1):
@@ -559,6 +556,7 @@ class Trainer:
             **({"alpha_sum": float(self.priors.alpha.sum())} if self.priors.alpha is not None else {}),
             **({"eta": self.priors.eta} if self.settings.optimize_eta else {}),
             **({"cluster": cluster} if (cluster := self.executor.metrics()) else {}),
+            **(self.cpu_log.record() if self.cpu_log is not None else {}),
             **({"final": True} if final else {}),
         }
 
@@ -571,6 +569,7 @@ class Trainer:
         }
         if self.last_heldout is not None:
             out["heldout"] = f"{self.last_heldout:.3f}"
+        out.update(self.cpu_line.postfix() if self.cpu_line is not None else {})
         cluster = self.executor.metrics()
         if cluster:
             out["workers"] = cluster["workers"]

@@ -2,8 +2,10 @@
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,77 @@ def test_bench_shared_base(tmp_path):
         assert [p["mark"] for p in curve] == [round(2 * f, 2) for f in (1 / 6, 1 / 3, 2 / 3, 1)]
         assert all(p["passes"] >= p["mark"] and 0 < p["cosine"] <= 1 and 1 <= p["distinct_top10"] <= 4 for p in curve)
     assert '"batch_size": 64' in out and "distinct" in out
+
+
+SPINNER = [sys.executable, "-c", "while True:\n    pass\n"]  # bench_shared.SPIN
+
+
+def spinners() -> list:
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if p.info["cmdline"] == SPINNER:
+            found.append(p)
+    return found
+
+
+def test_bench_shared(store, tmp_path):
+    """Every system alone and beside two busy processes, bigtopics on 1 and 2 threads; the table's
+    slowdowns and efficiency are the ratios of the rates it reports; no spinner outlives it."""
+    peer = importlib.util.find_spec("tomotopy") is not None
+    figures = tmp_path / "shared.json"
+    out = run("bench_shared.py", "--store", store, "--heldout-docs", 20, "-k", 4, "--seconds", 1.5, "--busy", "0,2",
+              "--threads", 2, "--systems", "bigtopics,tomotopy", "--cache", tmp_path, "--json", figures)
+    result = json.loads(figures.read_text())
+    systems = ["bigtopics", "tomotopy"] if peer else ["bigtopics"]
+    assert ("skipping tomotopy" in out) != peer
+    runs = {(r["system"], r["threads"], r["busy"]): r for r in result["runs"]}
+    expected = {("bigtopics", 2, 0), ("bigtopics", 2, 2), ("bigtopics", 1, 0)} | (
+        {("tomotopy", 0, 0), ("tomotopy", 0, 2)} if peer else set())
+    assert set(runs) == expected
+    for r in runs.values():
+        assert r["passes"] >= 1 and 0 < r["seconds"] and r["passes_per_minute"] == 60 * r["passes"] / r["seconds"]
+    summary = result["summary"]["4"]
+    for system in systems:
+        threads = 2 if system == "bigtopics" else 0
+        alone, beside = runs[(system, threads, 0)], runs[(system, threads, 2)]
+        figures_k = summary[system]
+        assert figures_k["alone"] == alone["passes_per_minute"]
+        assert figures_k["slowdown"]["2"] == alone["passes_per_minute"] / beside["passes_per_minute"]
+        assert f"{figures_k['slowdown']['2']:10.2f}x" in out
+    efficiency = runs[("bigtopics", 2, 0)]["passes_per_minute"] / (2 * runs[("bigtopics", 1, 0)]["passes_per_minute"])
+    assert summary["bigtopics_parallel_efficiency"] == efficiency
+    assert "parallel efficiency on 2 threads at K = 4: " in out and f"= {100 * efficiency:.0f}%" in out
+    assert not spinners()
+
+
+def test_bench_shared_busy_processes_run_in_another_session_and_die_with_it(store, tmp_path):
+    """A spinner is in a session of its own (autogroup: else it would cost the training nothing),
+    and SIGTERM to the benchmark mid-run (30 s alone, then beside the spinner) kills it and the
+    training child."""
+    import psutil
+
+    system = "tomotopy" if importlib.util.find_spec("tomotopy") else "bigtopics"
+    bench = subprocess.Popen([sys.executable, str(BENCHMARKS / "bench_shared.py"), "--store", str(store),
+                              "--heldout-docs", "20", "-k", "4", "--seconds", "30", "--busy", "0,1", "--threads", "1",
+                              "--systems", system, "--cache", str(tmp_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 900
+        while True:  # the spinner starts first, then the child that trains beside it
+            found = [p for p in spinners() if p.ppid() == bench.pid]
+            training = [p for p in psutil.Process(bench.pid).children() if "systems.py" in " ".join(p.cmdline())]
+            if found and training:
+                break
+            assert bench.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        assert os.getsid(found[0].pid) != os.getsid(bench.pid) == os.getsid(0)
+        bench.terminate()
+        bench.wait(timeout=60)
+        psutil.wait_procs(found + training, timeout=10)
+        assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in found + training)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
