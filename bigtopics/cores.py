@@ -6,6 +6,8 @@ import os
 
 import numba
 
+from .kernels import pieces
+
 
 def available_cores() -> int:
     """Cores this process may run on (its CPU affinity, which containers and taskset narrow)."""
@@ -21,7 +23,8 @@ def thread_count(workers: int) -> int:
 
 
 def use_threads(workers: int) -> int:
-    """Set numba's threads for `workers` and return how many that is."""
+    """Run this thread's parallel kernels (kernels/pieces.py) on the threads for `workers`, and
+    return how many that is."""
     n = thread_count(workers)
-    numba.set_num_threads(n)
+    pieces.set_threads(n)
     return n
