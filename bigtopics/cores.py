@@ -6,7 +6,7 @@ import os
 
 import numba
 
-from .kernels import pieces
+from .kernels.pieces import set_threads
 
 
 def available_cores() -> int:
@@ -26,5 +26,5 @@ def use_threads(workers: int) -> int:
     """Run this thread's parallel kernels (kernels/pieces.py) on the threads for `workers`, and
     return how many that is."""
     n = thread_count(workers)
-    pieces.set_threads(n)
+    set_threads(n)
     return n
