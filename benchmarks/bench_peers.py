@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402  (benchmarks/peers.py, beside this file)
 import systems  # noqa: E402
 
+from bigtopics.cores import use_threads  # noqa: E402
 from bigtopics.settings import ALPHA_SUM  # noqa: E402
 
 REUTERS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "reuters21578" / "docs.jsonl.gz"
@@ -248,9 +249,7 @@ def versions() -> dict:
 
 def evaluate_runs(runs: list[dict], heldout, train_store, args) -> None:
     """Score every snapshot in place (record['heldout_loglik'], record['coherence'])."""
-    import numba
-
-    numba.set_num_threads(min(os.cpu_count() or 1, numba.config.NUMBA_NUM_THREADS))
+    use_threads(0)
     n_words = peers.open_store(train_store).n_words
     for run in runs:
         for record in run["passes"]:

@@ -9,7 +9,7 @@ existing entries, rows() for 20k random words, a reset, and reports bytes per st
 With --directory the table is memory-mapped there instead of held in memory.
 
 With --parallel-update it times instead the global step (update()) on one thread (add_scaled)
-and on all of numba's threads (kernels/table_parallel.py) with minibatch statistics like a
+and on all threads (kernels/table_parallel.py, kernels/pieces.py) with minibatch statistics like a
 trainer's: --docs sections of 500 tokens, words Zipf-distributed over V, each section drawing
 its tokens' topics from 5 of its own; after 8 such updates fill the table, the same 9 more updates
 run on two copies of it, one per thread count (checked identical after), and it reports CPU
@@ -23,10 +23,10 @@ import argparse
 import tempfile
 import time
 
-import numba
 import numpy as np
 
 from bigtopics import topic_word
+from bigtopics.kernels import pieces
 from bigtopics.kernels.sparse_stats import merge_pairs
 from bigtopics.topic_word import TopicWordTable
 
@@ -59,7 +59,7 @@ def minibatch_pairs(rng: np.random.Generator, n_topics: int, n_docs: int = 2048,
 
 
 def parallel_update(topic_counts: list[int], doc_counts: list[int]) -> None:
-    threads = numba.get_num_threads()
+    threads = pieces.threads()
     topic_word.PARALLEL_MIN_ENTRIES = 0  # every size on all threads, to find the crossover
     for n_topics, n_docs in ((k, d) for k in topic_counts for d in doc_counts):
         rng = np.random.default_rng(n_topics)
@@ -71,7 +71,7 @@ def parallel_update(topic_counts: list[int], doc_counts: list[int]) -> None:
               f"over {len(np.unique(batches[0][0])):,} words")
         copies, figures = {}, {}
         for n_threads, label in ((1, "1 thread (add_scaled)"), (threads, f"{threads} threads (add_parallel)")):
-            numba.set_num_threads(n_threads)
+            pieces.set_threads(n_threads)
             copy = copies[n_threads] = TopicWordTable.from_state(table.state())
             copy.update(*batches[0], rho=0.1, scale=100.0)  # compiles, outside the timing
             cpu, wall = [], []
@@ -83,7 +83,7 @@ def parallel_update(topic_counts: list[int], doc_counts: list[int]) -> None:
             figures[n_threads] = np.median(cpu), np.median(wall), min(wall)
             print(f"  {label:<30} CPU {1e3 * np.median(cpu):6.1f} ms   wall {1e3 * np.median(wall):6.1f} ms"
                   f" (fastest {1e3 * min(wall):6.1f})   medians of {len(cpu)} updates")
-        numba.set_num_threads(threads)
+        pieces.set_threads(threads)
         one, many = (copies[n].state() for n in (1, threads))
         same = all(np.array_equal(np.asarray(one[k]), np.asarray(many[k])) for k in one)
         (cpu_1, wall_1, fastest_1), (cpu_n, wall_n, fastest_n) = figures[1], figures[threads]

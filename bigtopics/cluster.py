@@ -30,7 +30,8 @@ from .options import OptionError
 
 RETRIES = 3
 SCHEDULER_PATIENCE = 60.0  # seconds a scheduler may take to answer again (Dask's client reconnects for 10-30 s)
-# One kernel call at a time per worker process: numba's thread pool serves one caller at a time.
+# One kernel call at a time per worker process: each runs on all the worker's threads (kernels/pieces.py),
+# so a second at once would only share the cores and hold both calls' memory.
 KERNELS = threading.Lock()
 
 

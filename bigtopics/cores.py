@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numba
 
+from .kernels.pieces import set_threads
+
 PROC_CGROUP = Path("/proc/self/cgroup")
 PROC_MOUNTINFO = Path("/proc/self/mountinfo")
 
@@ -127,12 +129,14 @@ def _read_quota(directory: Path, version: int) -> float | None:
 
 
 def thread_count(workers: int) -> int:
-    """The threads a kernel runs for `workers` (0: all cores), at most numba's pool."""
+    """The threads a kernel runs for `workers` (0: all cores), at most NUMBA_NUM_THREADS (the
+    machine's cores unless set: more threads than cores only take turns)."""
     return max(1, min(workers or available_cores(), numba.config.NUMBA_NUM_THREADS))
 
 
 def use_threads(workers: int) -> int:
-    """Set numba's threads for `workers` and return how many that is."""
+    """Run this thread's parallel kernels (kernels/pieces.py) on the threads for `workers`, and
+    return how many that is."""
     n = thread_count(workers)
-    numba.set_num_threads(n)
+    set_threads(n)
     return n

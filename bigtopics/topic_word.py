@@ -25,11 +25,11 @@ import io
 import os
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from .atomic import is_disk_full, no_space, temporary_sibling
 from .checked import check_ids
+from .kernels import pieces
 from .kernels.table import (
     add_scaled,
     capacities_for,
@@ -212,7 +212,7 @@ class TopicWordTable:
             self.pi *= 1.0 - rho
             coef = rho * scale / self.pi
         first = 0
-        if numba.get_num_threads() > 1 and len(words) >= PARALLEL_MIN_ENTRIES:
+        if pieces.threads() > 1 and len(words) >= PARALLEL_MIN_ENTRIES:
             # the same arrays bit for bit; NOT_GROUPED or NO_ROOM change nothing and leave it to add_scaled
             outcome, pool_used, inserted = add_parallel(
                 words, topics, values, coef, self._row_start, self._row_capacity, self._row_size,

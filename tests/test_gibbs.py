@@ -2,13 +2,13 @@
 
 from contextlib import contextmanager
 
-import numba
 import numpy as np
 import pytest
 from numba import njit
 from steps import gibbs_local_step
 
 from bigtopics.frozen import FrozenTopics
+from bigtopics.kernels import pieces
 from bigtopics.kernels.doc_state import add_token as _add_token
 from bigtopics.kernels.doc_state import document_scratch
 from bigtopics.kernels.evaluate import word_mass
@@ -48,13 +48,13 @@ def freeze(dense, eta, estimate="geometric"):
 
 
 @contextmanager
-def numba_threads(n):
-    before = numba.get_num_threads()
-    numba.set_num_threads(n)
+def pool_threads(n):
+    before = pieces.threads()
+    pieces.set_threads(n)
     try:
         yield
     finally:
-        numba.set_num_threads(before)
+        pieces.set_threads(before)
 
 
 def test_digamma_matches_reference():
@@ -254,7 +254,7 @@ def test_merge_pairs_equals_the_serial_sum_in_segment_order(dtype):
     starts = np.cumsum(np.concatenate([[0], sizes[:-1] + 2]))
     expected = naive.merge_pairs(words, topics, values, starts, sizes)
     for threads in (1, 2):  # the segments and words split over as many ranges as threads
-        with numba_threads(threads):
+        with pool_threads(threads):
             got = merge_pairs(words, topics, values, starts, sizes, 40, 7)
         for part, want in zip(got, expected):
             np.testing.assert_array_equal(part, want)  # bit for bit: sums in segment order

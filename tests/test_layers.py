@@ -80,4 +80,4 @@ def test_features_reach_a_cluster_through_the_cluster_layer_not_the_training_exe
 
 
 def test_the_cluster_layer_names_no_feature():
-    assert _reached("bigtopics.cluster") <= {"bigtopics.options", "bigtopics.cores"}
+    assert _reached("bigtopics.cluster") <= {"bigtopics.options", "bigtopics.cores", "bigtopics.kernels.pieces"}

@@ -1,11 +1,11 @@
 """The topic-word table's global step on several threads (kernels/table_parallel.py) leaves every
 array bit for bit as the serial kernel (kernels/table.py, add_scaled) does."""
 
-import numba
 import numpy as np
 import pytest
 
 from bigtopics import topic_word
+from bigtopics.kernels import pieces
 from bigtopics.kernels.table import add_scaled
 from bigtopics.kernels.table_parallel import APPLIED, NO_ROOM, NOT_GROUPED, add_parallel, growth_slots
 from bigtopics.topic_word import TopicWordTable
@@ -21,10 +21,10 @@ def small_pool(monkeypatch):
 
 @pytest.fixture
 def threads():
-    """Run the test body on a given number of numba threads, then restore the count."""
-    before = numba.get_num_threads()
-    yield numba.set_num_threads
-    numba.set_num_threads(before)
+    """Run the test body on a given number of threads (kernels/pieces.py), then restore the count."""
+    before = pieces.threads()
+    yield pieces.set_threads
+    pieces.set_threads(before)
 
 
 def grouped_step(rng, n_topics=K, n_words=V):

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bigtopics.frozen import FrozenTopics, TableRows
+from bigtopics.kernels import pieces
 from bigtopics.kernels.ranges import even_ranges
 
 from . import naive
@@ -44,16 +45,16 @@ def test_row_passes_do_not_depend_on_the_number_of_threads(estimate):
     table = trained_table()
     words = np.arange(0, V, 2)
     results = []
-    before = numba.get_num_threads()
+    before = pieces.threads()
     try:
         for threads in (1, numba.config.NUMBA_NUM_THREADS):
-            numba.set_num_threads(threads)
+            pieces.set_threads(threads)
             frozen = TableRows.from_table(table, words).freeze(ETA, estimate)
             rows = table.rows(words)
             from_rows = FrozenTopics.from_rows(words, *rows, table.topic_totals(), ETA, V, estimate)
             results.append((*frozen.kernel_view(), *frozen.alias_view(), *rows, *from_rows.kernel_view()))
     finally:
-        numba.set_num_threads(before)
+        pieces.set_threads(before)
     one, many = results
     assert len(one) == len(many)
     for x, y in zip(one, many):

@@ -48,11 +48,11 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
-import numba
 import numpy as np
 
 from ..assignments import SavedAssignments
 from ..cluster import RETRIES, ClusterLost, connect, gathered, retried, scattered
+from ..kernels import pieces
 from ..memory import format_bytes
 from ..plan import MinibatchPlan
 from ..stats import SparseStats, StepResult, concatenated, merge_results, slice_bounds
@@ -324,7 +324,7 @@ class DaskExecutor(Executor):
         (dask_tasks._table_at), so nothing the next minibatch does waits on the driver's table.
         One step at a time: the previous one had a whole minibatch to finish."""
         self.settle()
-        self.table_step = self.table_thread.submit(_take_step, table, stats, rho, scale, numba.get_num_threads())
+        self.table_step = self.table_thread.submit(_take_step, table, stats, rho, scale, pieces.threads())
         self.version += 1
         self.updates.append((self.version, self.update_slices, rho, scale))
 
@@ -404,9 +404,9 @@ def copies_that_do_not_fit(workers: dict, pauses: dict, copy_bytes: int) -> str:
 
 
 def _take_step(table: TopicWordTable, stats: SparseStats, rho: float, scale: float, threads: int) -> None:
-    """The global step on the driver's thread for it, on as many of numba's threads as the
-    driver's own (numba's count is per thread)."""
-    numba.set_num_threads(threads)
+    """The global step on the driver's thread for it, on as many threads as the driver's own
+    (the count is per calling thread: kernels/pieces.py)."""
+    pieces.set_threads(threads)
     table.update(stats.words, stats.topics, stats.values, rho, scale)
 
 

@@ -124,7 +124,7 @@ def run_shard(batch: Minibatch, session: str, version: int, updates: list, own: 
     built from `table_state`); NEED_TABLE if it cannot be. `previous`: the shard's (saved topics,
     unvisited mark), for a step that continues its chains. The statistics stay here, cut into
     word slices at `exchange`'s bounds, for merge_slice. One shard at a time per worker process,
-    as numba's thread pool serves one caller at a time (cluster.KERNELS)."""
+    as each runs on all the worker's threads (cluster.KERNELS)."""
     result = _run_shard(batch, session, version, updates, own, task, doc_seeds, table_state, previous)
     if isinstance(result, str):
         return result
@@ -196,7 +196,7 @@ def _run_shard(batch, session, version, updates, own, task, doc_seeds, table_sta
         else:  # the whole minibatch's statistics come out: they change the topic totals too
             rows = TableRows.from_table(table, np.union1d(words, own.words), _replica.buffers).without(own)
             rows = rows.subset(words)
-        n_threads = use_threads(get_worker().state.nthreads)  # numba's thread count is per calling thread
+        n_threads = use_threads(get_worker().state.nthreads)  # the thread count is per calling thread
         return task.run(batch, task.freeze(rows), doc_seeds, n_threads,
                         None if previous is None else chain_starts(*previous))
 

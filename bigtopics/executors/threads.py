@@ -1,8 +1,9 @@
-"""The in-process engine: numba threads over the documents of each minibatch.
+"""The in-process engine: threads over the documents of each minibatch (kernels/pieces.py).
 
 The minibatch is read and prepared by a read-ahead thread while the previous one samples; the
-local step splits its documents into static ranges of about equal work, one per thread, each
-document with its own random stream, so the result does not depend on the number of threads.
+local step cuts its documents into pieces of about equal work, a few per thread, which the
+threads take as they come free, each document with its own random stream, so the result does
+not depend on the number of threads.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class LocalWork:
 
 
 class LocalThreads(Executor):
-    """Runs every local step in this process with `workers` numba threads (0: all cores)."""
+    """Runs every local step in this process on `workers` threads (0: all cores)."""
 
     def __init__(self, store: Store, workers: int = 0, window_blocks: int = 16):
         self.reader = DocumentReader(store, cache_blocks=window_blocks)

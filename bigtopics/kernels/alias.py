@@ -15,10 +15,10 @@ the row entries, with alias holding offsets within the row.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .ranges import even_ranges
 
 
@@ -72,20 +72,24 @@ def alias_table(weights):
     return prob, alias, total
 
 
-@njit(parallel=True)
+@njit(cache=True, nogil=True)
+def _alias_range(first, last, indptr, weights, prob, alias, work, totals):
+    """Rows first..last - 1 of row_alias_tables."""
+    for r in range(first, last):
+        lo, hi = indptr[r], indptr[r + 1]
+        totals[r] = build_alias(weights[lo:hi], prob[lo:hi], alias[lo:hi], work[lo:hi])
+
+
 def row_alias_tables(indptr, weights):
-    """One table per row of a CSR weight array, rows built in parallel: (prob, alias, totals),
-    prob / alias laid out like weights (alias = offset within the row), totals per row."""
-    n_rows = indptr.shape[0] - 1
+    """One table per row of a CSR weight array, pieces of rows for the threads (kernels/pieces.py):
+    (prob, alias, totals), prob / alias laid out like weights (alias = offset within the row),
+    totals per row."""
     prob = np.empty(weights.shape[0], np.float64)
     alias = np.empty(weights.shape[0], np.int32)
     work = np.empty(weights.shape[0], np.int32)
-    totals = np.zeros(n_rows, np.float64)
-    bounds = even_ranges(indptr, numba.get_num_threads())
-    for part in prange(bounds.shape[0] - 1):
-        for r in range(bounds[part], bounds[part + 1]):
-            lo, hi = indptr[r], indptr[r + 1]
-            totals[r] = build_alias(weights[lo:hi], prob[lo:hi], alias[lo:hi], work[lo:hi])
+    totals = np.zeros(indptr.shape[0] - 1, np.float64)
+    bounds = even_ranges(indptr, pieces.piece_count(pieces.threads()))
+    pieces.run_ranges(_alias_range, bounds, indptr, weights, prob, alias, work, totals)
     return prob, alias, totals
 
 

@@ -43,16 +43,17 @@ The alias view is the tuple (row_indptr, row_topics, row_coef, row_prob, row_ali
 smoothing, smoothing_prob, smoothing_alias, smoothing_total, *index): the rows and their alias tables
 (kernels/alias.py) and totals, the dense table, and the rows' index (kernels/frozen.py) spliced in.
 
-The layers, as in kernels/gibbs.py: sample_minibatch (parallel, a static range of documents per
-worker) -> sample_documents (one worker, its scratch: kernels/doc_state.py) -> sample_document
+The layers, as in kernels/gibbs.py: sample_minibatch (pieces of documents for the threads,
+kernels/pieces.py) -> sample_documents (one piece, its scratch: kernels/doc_state.py) -> sample_document
 (one document, kernels/jit.py) -> exact_topic / mh_topic (one token, inlined).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .alias import alias_draw, alias_table, row_alias_tables
 from .doc_state import add_token, document_scratch, finish_document, first_above
 from .frozen import lookup
@@ -201,7 +202,7 @@ def sample_document(entry_words, entry_counts, alpha, alpha_cum, burnin, samples
                            topic_slot, tally, out_words, out_topics, out_counts)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, alpha, burnin,
                      samples, rare_first, mh_steps, max_doc_tokens, view, out_words, out_topics, out_counts,
                      out_n_pairs, out_saved):
@@ -223,15 +224,13 @@ def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_s
             out_words[base:top], out_topics[base:top], out_counts[base:top])
 
 
-@njit(parallel=True)
 def sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, worker_bounds,
                      alpha, burnin, samples, rare_first, mh_steps, max_doc_tokens, view,
                      out_words, out_topics, out_counts, out_n_pairs, out_saved):
-    """Sample every document of the minibatch: worker i takes the static, contiguous range
-    worker_bounds[i]..worker_bounds[i + 1] - 1 (sample_documents); document d writes its pairs
-    and saved assignments at offset token_starts[d] * samples, so the output does not depend on
-    the number of workers (as kernels/gibbs.py _sample_minibatch)."""
-    for worker in prange(worker_bounds.shape[0] - 1):
-        sample_documents(worker_bounds[worker], worker_bounds[worker + 1], doc_indptr, entry_words, entry_counts,
-                         token_starts, doc_seeds, alpha, burnin, samples, rare_first, mh_steps, max_doc_tokens, view,
-                         out_words, out_topics, out_counts, out_n_pairs, out_saved)
+    """Sample every document of the minibatch: the pieces worker_bounds[i]..worker_bounds[i + 1] - 1
+    (sample_documents), taken by the threads as they come free (kernels/pieces.py); document d
+    writes its pairs and saved assignments at offset token_starts[d] * samples, so the output does
+    not depend on the pieces or the threads (as kernels/gibbs.py _sample_minibatch)."""
+    pieces.run_ranges(sample_documents, worker_bounds, doc_indptr, entry_words, entry_counts, token_starts,
+                      doc_seeds, alpha, burnin, samples, rare_first, mh_steps, max_doc_tokens, view, out_words,
+                      out_topics, out_counts, out_n_pairs, out_saved)

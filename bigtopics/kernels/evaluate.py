@@ -21,8 +21,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .doc_state import add_token, clear_document, document_scratch
 from .frozen import lookup
 from .gibbs import draw_topic, scans
@@ -118,7 +119,7 @@ def shuffled_tokens(entry_words, entry_counts, state, out):
     return state
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def left_to_right_documents(first, last, doc_indptr, entry_words, entry_counts, doc_seeds, alpha, particles,
                             resample, max_doc_tokens, max_row, frozen, out_loglik):
     """One worker's part of left_to_right_batch: documents first..last - 1 with one set of
@@ -138,16 +139,13 @@ def left_to_right_documents(first, last, doc_indptr, entry_words, entry_counts, 
                                                doc_topics, topic_slot, z, p_token, word_cum, word_topic, word_coef)
 
 
-@njit(parallel=True)
 def left_to_right_batch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bounds, alpha, particles,
                         resample, max_doc_tokens, max_row, frozen, out_loglik):
-    """left_to_right_document for every document; worker i takes the static range
-    worker_bounds[i]..worker_bounds[i + 1] - 1 (left_to_right_documents), and every document
-    its own random stream (results do not depend on the number of workers)."""
-    for worker in prange(worker_bounds.shape[0] - 1):
-        left_to_right_documents(worker_bounds[worker], worker_bounds[worker + 1], doc_indptr, entry_words,
-                                entry_counts, doc_seeds, alpha, particles, resample, max_doc_tokens, max_row, frozen,
-                                out_loglik)
+    """left_to_right_document for every document: the pieces worker_bounds[i]..worker_bounds[i + 1] - 1
+    (left_to_right_documents) taken by the threads as they come free (kernels/pieces.py), and
+    every document its own random stream (results do not depend on the pieces or the threads)."""
+    pieces.run_ranges(left_to_right_documents, worker_bounds, doc_indptr, entry_words, entry_counts, doc_seeds,
+                      alpha, particles, resample, max_doc_tokens, max_row, frozen, out_loglik)
 
 
 @njit(cache=True)

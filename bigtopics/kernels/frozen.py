@@ -36,10 +36,10 @@ index of the row coefficients with topic_scale 1.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .ranges import even_ranges
 from .special import exp_digamma
 from .table import EMPTY, capacity_for, home_slot, layout_start
@@ -62,37 +62,72 @@ def lookup(index, r, k):
     return slot_values[base + h] * topic_scale[k] if slot_topics[base + h] == k else 0.0
 
 
-@njit(parallel=True)
-def index_rows(row_indptr, row_topics, row_coef):
-    """The running sums and the index of CSR rows: (row_coef_cumsum, slot_start, slot_capacity,
-    slot_topics, slot_values), values = coef (the index's topic_scale is 1)."""
+@njit(cache=True)
+def _index_layout(row_indptr):
+    """(slot_start, slot_capacity) of index_rows: the segments, n + 1 running sums and n sizes."""
     n_rows = row_indptr.shape[0] - 1
     slot_capacity = np.empty(n_rows, np.int64)
     slot_start = np.zeros(n_rows + 1, np.int64)
     for r in range(n_rows):
         slot_capacity[r] = capacity_for(row_indptr[r + 1] - row_indptr[r], MIN_INDEX_SLOTS)
         slot_start[r + 1] = slot_start[r] + slot_capacity[r]
-    slot_topics = np.full(slot_start[n_rows], -1, np.int32)
-    slot_values = np.zeros(slot_start[n_rows], np.float64)
+    return slot_start, slot_capacity
+
+
+@njit(cache=True, nogil=True)
+def _index_range(first, last, row_indptr, row_topics, row_coef, slot_start, slot_capacity, row_coef_cumsum,
+                 slot_topics, slot_values):
+    """Rows first..last - 1 of index_rows."""
+    for r in range(first, last):
+        base = slot_start[r]
+        capacity = slot_capacity[r]
+        total = 0.0
+        for j in range(row_indptr[r], row_indptr[r + 1]):
+            total += row_coef[j]
+            row_coef_cumsum[j] = total
+            h = home_slot(row_topics[j], capacity)
+            while slot_topics[base + h] >= 0:
+                h = (h + 1) & (capacity - 1)
+            slot_topics[base + h] = row_topics[j]
+            slot_values[base + h] = row_coef[j]
+
+
+def index_rows(row_indptr, row_topics, row_coef):
+    """The running sums and the index of CSR rows: (row_coef_cumsum, slot_start, slot_capacity,
+    slot_topics, slot_values), values = coef (the index's topic_scale is 1); pieces of rows of
+    about equal slots for the threads (kernels/pieces.py)."""
+    slot_start, slot_capacity = _index_layout(row_indptr)
+    slot_topics = np.full(slot_start[-1], -1, np.int32)
+    slot_values = np.zeros(slot_start[-1], np.float64)
     row_coef_cumsum = np.empty(row_coef.shape[0], np.float64)
-    bounds = even_ranges(slot_start, numba.get_num_threads())
-    for part in prange(bounds.shape[0] - 1):
-        for r in range(bounds[part], bounds[part + 1]):
-            base = slot_start[r]
-            capacity = slot_capacity[r]
-            total = 0.0
-            for j in range(row_indptr[r], row_indptr[r + 1]):
-                total += row_coef[j]
-                row_coef_cumsum[j] = total
-                h = home_slot(row_topics[j], capacity)
-                while slot_topics[base + h] >= 0:
-                    h = (h + 1) & (capacity - 1)
-                slot_topics[base + h] = row_topics[j]
-                slot_values[base + h] = row_coef[j]
+    bounds = even_ranges(slot_start, pieces.piece_count(pieces.threads()))
+    pieces.run_ranges(_index_range, bounds, row_indptr, row_topics, row_coef, slot_start, slot_capacity,
+                      row_coef_cumsum, slot_topics, slot_values)
     return row_coef_cumsum, slot_start, slot_capacity, slot_topics, slot_values
 
 
-@njit(parallel=True)
+@njit(cache=True)
+def _freeze_layout(words, row_capacity, row_size):
+    """freeze_table_rows' row_indptr, and the work of its rows as running sums (a row's slots
+    and one more)."""
+    n_rows = words.shape[0]
+    row_indptr = np.zeros(n_rows + 1, np.int64)
+    work = np.zeros(n_rows + 1, np.int64)
+    for r in range(n_rows):
+        row_indptr[r + 1] = row_indptr[r] + row_size[words[r]]
+        work[r + 1] = work[r] + 1 + row_capacity[words[r]]
+    return row_indptr, work
+
+
+@njit(cache=True, nogil=True)
+def _freeze_range(first, last, words, row_indptr, pi, eta, e0, geometric, topic_scale, row_start, row_capacity,
+                  pool_topics, pool_values, row_topics, row_coef, row_coef_cumsum):
+    """Rows first..last - 1 of freeze_table_rows."""
+    for r in range(first, last):
+        _freeze_row(row_start[words[r]], row_capacity[words[r]], row_indptr[r], pi, eta, e0, geometric,
+                    topic_scale, pool_topics, pool_values, row_topics, row_coef, row_coef_cumsum)
+
+
 def freeze_table_rows(words, pi, eta, geometric, topic_scale, row_start, row_capacity, row_size, pool_topics,
                       pool_values, row_topics, row_coef, row_coef_cumsum):
     """The rows of table rows `words` (N = pi M) in one pass: returns row_indptr and writes the
@@ -101,20 +136,13 @@ def freeze_table_rows(words, pi, eta, geometric, topic_scale, row_start, row_cap
     (e^psi(eta + N) - e^psi(eta)) * topic_scale[k] (topic_scale = 1 / e^psi(V eta + N[k])).
 
     Entries come in the table's layout order, so the view depends only on the table's contents
-    and layout, which checkpoints preserve.
+    and layout, which checkpoints preserve. Pieces of rows of about equal work for the threads
+    (kernels/pieces.py).
     """
-    e0 = exp_digamma(eta)
-    n_rows = words.shape[0]
-    row_indptr = np.zeros(n_rows + 1, np.int64)
-    work = np.zeros(n_rows + 1, np.int64)
-    for r in range(n_rows):
-        row_indptr[r + 1] = row_indptr[r] + row_size[words[r]]
-        work[r + 1] = work[r] + 1 + row_capacity[words[r]]
-    bounds = even_ranges(work, numba.get_num_threads())
-    for part in prange(bounds.shape[0] - 1):
-        for r in range(bounds[part], bounds[part + 1]):
-            _freeze_row(row_start[words[r]], row_capacity[words[r]], row_indptr[r], pi, eta, e0, geometric,
-                        topic_scale, pool_topics, pool_values, row_topics, row_coef, row_coef_cumsum)
+    row_indptr, work = _freeze_layout(words, row_capacity, row_size)
+    bounds = even_ranges(work, pieces.piece_count(pieces.threads()))
+    pieces.run_ranges(_freeze_range, bounds, words, row_indptr, pi, eta, exp_digamma(eta), geometric, topic_scale,
+                      row_start, row_capacity, pool_topics, pool_values, row_topics, row_coef, row_coef_cumsum)
     return row_indptr
 
 

@@ -35,18 +35,19 @@ share is summed again once more than MAX_CHANGES distinct topics changed.
 
 The frozen view is the tuple (row_indptr, row_topics, row_coef, row_coef_cumsum, smoothing,
 smoothing_cumsum, *index) of kernels/frozen.py, with smoothing's running sum added and the
-rows' index spliced in (numba's parallel drivers take flat tuples only).
+rows' index spliced in (one flat tuple).
 
-The layers, outermost first: _sample_minibatch (parallel, a static range of documents per
-worker) -> sample_documents (one worker, its scratch: kernels/doc_state.py and change_scratch)
+The layers, outermost first: _sample_minibatch (pieces of documents for the threads,
+kernels/pieces.py) -> sample_documents (one piece, its scratch: kernels/doc_state.py and change_scratch)
 -> sample_document (one document, kernels/jit.py) -> draw_token (one token, inlined).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .doc_state import add_token, document_scratch, finish_document, first_above
 from .frozen import lookup
 from .jit import document_kernel
@@ -355,7 +356,7 @@ def sample_document(entry_words, entry_counts, alpha, burnin, samples, rare_firs
                            topic_slot, tally, out_words, out_topics, out_counts)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, alpha, burnin,
                      samples, rare_first, max_doc_tokens, max_row, frozen, out_words, out_topics, out_counts,
                      out_n_pairs, out_saved):
@@ -378,18 +379,16 @@ def sample_documents(first, last, doc_indptr, entry_words, entry_counts, token_s
             out_words[base:top], out_topics[base:top], out_counts[base:top])
 
 
-@njit(parallel=True)
 def _sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds,
                       worker_bounds, alpha, burnin, samples, rare_first, max_doc_tokens, max_row, frozen,
                       out_words, out_topics, out_counts, out_n_pairs, out_saved):
-    """Sample every document of the minibatch: worker i takes the static, contiguous range
-    worker_bounds[i]..worker_bounds[i + 1] - 1 (sample_documents).
+    """Sample every document of the minibatch: the pieces worker_bounds[i]..worker_bounds[i + 1] - 1
+    (sample_documents), taken by the threads as they come free (kernels/pieces.py).
 
     Document d writes its pairs, and its saved assignments (samples sweeps of its tokens, sweep
-    by sweep), at offset token_starts[d] * samples, so the output does not depend on the number
-    of workers. max_doc_tokens bounds the documents' lengths and max_row the rows of their words.
+    by sweep), at offset token_starts[d] * samples, so the output does not depend on the pieces
+    or the threads. max_doc_tokens bounds the documents' lengths and max_row the rows of their words.
     """
-    for worker in prange(worker_bounds.shape[0] - 1):
-        sample_documents(worker_bounds[worker], worker_bounds[worker + 1], doc_indptr, entry_words, entry_counts,
-                         token_starts, doc_seeds, alpha, burnin, samples, rare_first, max_doc_tokens, max_row,
-                         frozen, out_words, out_topics, out_counts, out_n_pairs, out_saved)
+    pieces.run_ranges(sample_documents, worker_bounds, doc_indptr, entry_words, entry_counts, token_starts,
+                      doc_seeds, alpha, burnin, samples, rare_first, max_doc_tokens, max_row, frozen, out_words,
+                      out_topics, out_counts, out_n_pairs, out_saved)

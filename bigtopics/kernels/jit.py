@@ -11,12 +11,11 @@ for its own string kernels). Such a function cannot allocate or return arrays: i
 arrays its caller owns (a per-worker function compiled with the runtime, which allocates the
 scratch of kernels/doc_state.py), and may only read, write and slice them.
 
-The drivers above the per-worker functions are njit(parallel=True), one prange loop over static
-ranges of documents (one per worker), with no nogil=True and no cache; everything below them is
-cached. They release the GIL all the same while their prange loops run: numba's wrapper of a
-parallel loop calls PyEval_SaveThread before it hands the loop to the worker threads, and takes
-the GIL back after. So another Python thread (the trainer's read-ahead) runs while documents are
-sampled; a driver's serial code outside its prange loops holds the GIL.
+Above the per-worker functions sit Python drivers that cut the documents into pieces and hand
+them to the threads of kernels/pieces.py; a per-worker function is one piece, compiled
+njit(cache=True, nogil=True), so it is cached like everything below it and runs without the GIL
+(another Python thread, the trainer's read-ahead, runs while documents are sampled). The
+drivers' own Python code between the pieces holds the GIL.
 """
 
 from numba import njit

@@ -8,20 +8,25 @@ values from the copy as from the table.
 
 from __future__ import annotations
 
-import numba
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .ranges import even_ranges
 
 
-@njit(parallel=True)
+@njit(cache=True, nogil=True)
+def _copy_range(first, last, source_start, capacity, pool_topics, pool_values, out_start, topics, values):
+    """Rows first..last - 1 of copy_segments."""
+    for r in range(first, last):
+        lo, out = source_start[r], out_start[r]
+        topics[out: out + capacity[r]] = pool_topics[lo: lo + capacity[r]]
+        values[out: out + capacity[r]] = pool_values[lo: lo + capacity[r]]
+
+
 def copy_segments(source_start, capacity, pool_topics, pool_values, out_start, topics, values):
     """The segments of the given rows back to back into (topics, values) from out_start[r]
-    (out_start: n + 1 running sums of capacity); the rows are split between the threads by
-    their slots."""
-    bounds = even_ranges(out_start, numba.get_num_threads())
-    for part in prange(bounds.shape[0] - 1):
-        for r in range(bounds[part], bounds[part + 1]):
-            lo, out = source_start[r], out_start[r]
-            topics[out: out + capacity[r]] = pool_topics[lo: lo + capacity[r]]
-            values[out: out + capacity[r]] = pool_values[lo: lo + capacity[r]]
+    (out_start: n + 1 running sums of capacity); pieces of rows of about equal slots for the
+    threads (kernels/pieces.py)."""
+    bounds = even_ranges(out_start, pieces.piece_count(pieces.threads()))
+    pieces.run_ranges(_copy_range, bounds, source_start, capacity, pool_topics, pool_values, out_start, topics,
+                      values)

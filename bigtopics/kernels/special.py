@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
+
+from . import pieces
 
 
 @njit(cache=True, inline="always")
@@ -47,12 +49,19 @@ def exp_digamma(x: float) -> float:
     return x * math.exp(-0.5 / x - _asymptotic_series(x) - num / den)
 
 
-@njit(parallel=True)
-def exp_digamma_array(values: np.ndarray) -> np.ndarray:
-    """exp(psi(v)) elementwise."""
-    out = np.empty(values.shape[0], np.float64)
-    for i in prange(values.shape[0]):
+@njit(cache=True, nogil=True)
+def _exp_digamma_range(first, last, values, out):
+    for i in range(first, last):
         out[i] = exp_digamma(values[i])
+
+
+def exp_digamma_array(values: np.ndarray) -> np.ndarray:
+    """exp(psi(v)) elementwise, in even pieces for the threads (kernels/pieces.py)."""
+    out = np.empty(values.shape[0], np.float64)
+    n = values.shape[0]
+    n_pieces = min(pieces.piece_count(pieces.threads()), max(n, 1))
+    bounds = np.arange(n_pieces + 1, dtype=np.int64) * n // n_pieces
+    pieces.run_ranges(_exp_digamma_range, bounds, values, out)
     return out
 
 

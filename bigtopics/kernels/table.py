@@ -10,10 +10,10 @@ algorithms.md section 1); the kernels never look at pi except where they are tol
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .ranges import even_ranges
 
 EMPTY = -1
@@ -250,37 +250,51 @@ def _sort_by_topic(topics, values, lo, hi):
         values[lo:hi] = values[order]
 
 
-@njit(parallel=True)
+@njit(cache=True)
+def _gather_layout(words, row_capacity, row_size):
+    """gather_rows' indptr, and its work as running sums of the rows' capacities."""
+    indptr = np.zeros(words.shape[0] + 1, np.int64)
+    slots = np.zeros(words.shape[0] + 1, np.int64)
+    for j in range(words.shape[0]):
+        indptr[j + 1] = indptr[j] + row_size[words[j]]
+        slots[j + 1] = slots[j] + row_capacity[words[j]]
+    return indptr, slots
+
+
+@njit(cache=True, nogil=True)
+def _gather_range(first_row, last_row, words, scale, sort, indptr, row_start, row_capacity, pool_topics, pool_values,
+                  out_topics, out_values):
+    """Rows first_row..last_row - 1 of gather_rows."""
+    for j in range(first_row, last_row):
+        word = words[j]
+        p = indptr[j]
+        start, capacity = row_start[word], row_capacity[word]
+        if capacity == 0:
+            continue
+        first = layout_start(pool_topics, start, capacity)
+        for i in range(capacity):
+            slot = start + ((first + i) & (capacity - 1))
+            if pool_topics[slot] != EMPTY:
+                out_topics[p] = pool_topics[slot]
+                out_values[p] = scale * pool_values[slot]
+                p += 1
+        if sort:
+            _sort_by_topic(out_topics, out_values, indptr[j], indptr[j + 1])
+
+
 def gather_rows(words, scale, sort, row_start, row_capacity, row_size, pool_topics, pool_values):
     """The given rows as CSR (indptr, topics, scale * M): topics ascending within a row if
     `sort`, else in layout order (layout_start), which fill_rows turns back into the same slots.
 
-    Costs O(sum of those rows' capacities), independent of the number of topics.
+    Costs O(sum of those rows' capacities), independent of the number of topics; pieces of rows
+    of about equal capacity for the threads (kernels/pieces.py).
     """
-    indptr = np.zeros(words.shape[0] + 1, np.int64)
-    slots = np.zeros(words.shape[0] + 1, np.int64)  # the work: a row's capacity
-    for j in range(words.shape[0]):
-        indptr[j + 1] = indptr[j] + row_size[words[j]]
-        slots[j + 1] = slots[j] + row_capacity[words[j]]
+    indptr, slots = _gather_layout(words, row_capacity, row_size)
     out_topics = np.empty(indptr[-1], np.int32)
     out_values = np.empty(indptr[-1], np.float64)
-    bounds = even_ranges(slots, numba.get_num_threads())
-    for part in prange(bounds.shape[0] - 1):
-        for j in range(bounds[part], bounds[part + 1]):
-            word = words[j]
-            p = indptr[j]
-            start, capacity = row_start[word], row_capacity[word]
-            if capacity == 0:
-                continue
-            first = layout_start(pool_topics, start, capacity)
-            for i in range(capacity):
-                slot = start + ((first + i) & (capacity - 1))
-                if pool_topics[slot] != EMPTY:
-                    out_topics[p] = pool_topics[slot]
-                    out_values[p] = scale * pool_values[slot]
-                    p += 1
-            if sort:
-                _sort_by_topic(out_topics, out_values, indptr[j], indptr[j + 1])
+    bounds = even_ranges(slots, pieces.piece_count(pieces.threads()))
+    pieces.run_ranges(_gather_range, bounds, words, scale, sort, indptr, row_start, row_capacity, pool_topics,
+                      pool_values, out_topics, out_values)
     return indptr, out_topics, out_values
 
 

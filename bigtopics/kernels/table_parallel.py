@@ -11,10 +11,11 @@ are: kernels/sparse_stats.py), the rows touched by different parts of the array 
 and only two things tie the parts together: where in the pool each relocated segment lands
 (pool_used when the serial loop reaches it) and the order of the additions to topic_sums. So:
 
-  1. the entries are cut into contiguous parts at word boundaries, one per thread; each part
-     bounds the pool slots its relocations need (a word's nonzero entries, all taken as new,
-     grow its row through the same capacity_for steps: an upper bound because the relocations
-     of k inserts are a prefix of those of k + 1). If the bounds do not fit the pool's free
+  1. the entries are cut into contiguous parts at word boundaries, a few per thread, which the
+     threads take as they come free (kernels/pieces.py); each part bounds the pool slots its
+     relocations need (a word's nonzero entries, all taken as new, grow its row through the
+     same capacity_for steps: an upper bound because the relocations of k inserts are a prefix
+     of those of k + 1). If the bounds do not fit the pool's free
      room, the parts count the entries their rows really lack (read-only lookups) for the exact
      need; if that does not fit either, nothing was written and the caller runs add_scaled,
      which stops where the pool is full exactly as before;
@@ -23,11 +24,11 @@ and only two things tie the parts together: where in the pool each relocated seg
      add_scaled does, the others in scratch;
   3. part p's relocations are the serial loop's relocations between those of parts p - 1 and
      p + 1, so its scratch region, copied to pool_used + (the slots parts 0..p-1 used), lands
-     where the serial loop writes it (the copying is shared evenly by the threads); rows are
+     where the serial loop writes it (the copying is cut into as many even pieces); rows are
      re-pointed there. Values are copied for occupied slots only: a free slot's value is
      whatever the pool held there before, as in the serial loop;
-  4. topic_sums[topics[i]] += coef * values[i] over i in array order, on one thread (part 0's,
-     while the others copy): the same additions in the same order as add_scaled.
+  4. topic_sums[topics[i]] += coef * values[i] over i in array order, in one piece (piece 0
+     of the copying, while the others copy): the same additions in the same order as add_scaled.
 
 Every array (rows, the pool up to pool_used, topic_sums) is then bit for bit add_scaled's, on
 any number of threads.
@@ -35,10 +36,10 @@ any number of threads.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .table import EMPTY, MAX_LOAD, _find_slot, _rehash, capacity_for
 
 # add_parallel's outcomes
@@ -196,91 +197,95 @@ def _apply_part(words, topics, values, lo, hi, coef, row_start, row_capacity, ro
     return used - scratch_start, n_inserted, n_moved
 
 
-@njit(parallel=True, nogil=True)
 def add_parallel(words, topics, values, coef, row_start, row_capacity, row_size, pool_topics, pool_values,
                  pool_used, topic_sums, min_capacity):
-    """add_scaled(words, topics, values, 0, coef, ...) on numba's threads, for entries grouped by
-    word in ascending word order (the module docstring has the method).
+    """add_scaled(words, topics, values, 0, coef, ...) in pieces for the threads (kernels/pieces.py),
+    for entries grouped by word in ascending word order (the module docstring has the method).
 
     Returns (outcome, new pool_used, entries inserted): APPLIED, or NOT_GROUPED (the words do not
     ascend) or NO_ROOM (the pool cannot hold the relocations), in which two cases nothing was
     changed and the caller runs add_scaled.
     """
     n = words.shape[0]
-    n_parts = max(1, min(numba.get_num_threads(), n))
+    n_parts = max(1, min(pieces.piece_count(pieces.threads()), n))
     bounds = _word_parts(words, n_parts)
     if bounds[0] < 0:
         return NOT_GROUPED, pool_used, 0
 
-    # Arrays are made with np.empty and filled by loops: numba would run np.zeros or a sum as a
-    # parallel loop of its own, and each costs a wake-up of the threads.
-    need = np.empty(n_parts, np.int64)
     seen = np.empty((n_parts, topic_sums.shape[0]), np.bool_)
-    for attempt in range(2):
-        exact = attempt == 1
-        for part in prange(n_parts):
-            if exact:
-                seen[part, :] = False
-            need[part] = _part_need(words, topics, values, bounds[part], bounds[part + 1], exact, row_start,
-                                    row_capacity, row_size, pool_topics, seen[part], min_capacity)
-        total_need = 0
-        for part in range(n_parts):
-            total_need += need[part]
-        if pool_used + total_need <= pool_topics.shape[0]:
+    for exact in (False, True):
+        need = np.array(pieces.run(_need_of_part, n_parts, exact, words, topics, values, bounds, row_start,
+                                   row_capacity, row_size, pool_topics, seen, min_capacity), np.int64)
+        if pool_used + int(need.sum()) <= pool_topics.shape[0]:
             break
         if exact:
             return NO_ROOM, pool_used, 0
 
     # part 0's segments go straight to the pool at pool_used, where add_scaled puts them; the
     # other parts' to scratch regions, as many slots as they might need
-    scratch_start = np.empty(n_parts + 1, np.int64)
-    scratch_start[0] = scratch_start[1] = 0
-    for part in range(1, n_parts):
-        scratch_start[part + 1] = scratch_start[part] + need[part]
+    scratch_start = np.zeros(n_parts + 1, np.int64)
+    np.cumsum(need[1:], out=scratch_start[2:])
     scratch_topics = np.empty(scratch_start[n_parts], pool_topics.dtype)
     scratch_values = np.empty(scratch_start[n_parts], pool_values.dtype)
     moved = np.empty(n, np.int64)
-    used = np.empty(n_parts, np.int64)
-    inserted = np.empty(n_parts, np.int64)
-    n_moved = np.empty(n_parts, np.int64)
-    for part in prange(n_parts):
-        if part == 0:
-            part_used, part_inserted, part_moved = _apply_part(
-                words, topics, values, bounds[0], bounds[1], coef, row_start, row_capacity, row_size,
-                pool_topics, pool_values, pool_topics, pool_values, pool_used, moved, min_capacity)
-        else:
-            part_used, part_inserted, part_moved = _apply_part(
-                words, topics, values, bounds[part], bounds[part + 1], coef, row_start, row_capacity, row_size,
-                pool_topics, pool_values, scratch_topics, scratch_values, scratch_start[part], moved, min_capacity)
-        used[part] = part_used
-        inserted[part] = part_inserted
-        n_moved[part] = part_moved
+    applied = pieces.run(_apply_piece, n_parts, words, topics, values, bounds, coef, row_start, row_capacity,
+                         row_size, pool_topics, pool_values, scratch_topics, scratch_values, scratch_start, pool_used,
+                         moved, min_capacity)
+    used, inserted, n_moved = (np.array(column, np.int64) for column in zip(*applied))
 
     # the used slots of the scratch regions, part p's at [copied[p], copied[p + 1]) of one run,
     # are copied in n_parts even pieces of that run
-    destination = np.empty(n_parts, np.int64)
-    copied = np.empty(n_parts + 1, np.int64)
-    copied[0] = 0
-    n_inserted = 0
-    for part in range(n_parts):
-        destination[part] = pool_used
-        pool_used += used[part]
-        copied[part + 1] = copied[part] + (used[part] if part > 0 else 0)
-        n_inserted += inserted[part]
+    destination = pool_used + np.concatenate([[0], np.cumsum(used[:-1])])
+    copied = np.zeros(n_parts + 1, np.int64)
+    np.cumsum(used[1:], out=copied[2:])
+    pieces.run(_copy_piece, n_parts, copied, scratch_topics, scratch_values, scratch_start, pool_topics, pool_values,
+               destination, topics, values, coef, topic_sums, bounds, n_moved, moved, row_start)
+    return APPLIED, pool_used + int(used.sum()), int(inserted.sum())
+
+
+@njit(cache=True, nogil=True)
+def _need_of_part(part, exact, words, topics, values, bounds, row_start, row_capacity, row_size, pool_topics, seen,
+                  min_capacity):
+    """Part `part`'s bound on the pool slots its relocations need (_part_need; `seen` its scratch
+    row, cleared here when `exact`)."""
+    if exact:
+        seen[part, :] = False
+    return _part_need(words, topics, values, bounds[part], bounds[part + 1], exact, row_start, row_capacity, row_size,
+                      pool_topics, seen[part], min_capacity)
+
+
+@njit(cache=True, nogil=True)
+def _apply_piece(part, words, topics, values, bounds, coef, row_start, row_capacity, row_size, pool_topics,
+                 pool_values, scratch_topics, scratch_values, scratch_start, pool_used, moved, min_capacity):
+    """Part `part`'s entries applied (_apply_part): part 0's relocations into the pool at
+    pool_used, the others' into their scratch regions. Returns (slots used, inserted, rows moved)."""
+    if part == 0:
+        return _apply_part(words, topics, values, bounds[0], bounds[1], coef, row_start, row_capacity, row_size,
+                           pool_topics, pool_values, pool_topics, pool_values, pool_used, moved, min_capacity)
+    return _apply_part(words, topics, values, bounds[part], bounds[part + 1], coef, row_start, row_capacity, row_size,
+                       pool_topics, pool_values, scratch_topics, scratch_values, scratch_start[part], moved,
+                       min_capacity)
+
+
+@njit(cache=True, nogil=True)
+def _copy_piece(piece, copied, scratch_topics, scratch_values, scratch_start, pool_topics, pool_values, destination,
+                topics, values, coef, topic_sums, bounds, n_moved, moved, row_start):
+    """Piece `piece` of the copying: its even share of the scratch regions' used slots to the
+    pool; then piece 0 adds the topic totals, and each other piece re-points its part's moved rows
+    to where their segments now are."""
+    n_parts = destination.shape[0]
     to_copy = copied[n_parts]
-    for piece in prange(n_parts):
-        lo, hi = to_copy * piece // n_parts, to_copy * (piece + 1) // n_parts
-        for part in range(1, n_parts):
-            first, last = max(lo, copied[part]), min(hi, copied[part + 1])
-            if first < last:
-                _copy_segments(scratch_topics, scratch_values, scratch_start[part] + first - copied[part],
-                               pool_topics, pool_values, destination[part] + first - copied[part], last - first)
-        if piece == 0:  # the topic totals meanwhile
-            _add_topic_sums(topics, values, coef, topic_sums)
-        else:  # part `piece`'s moved rows, to where its segments now are
-            for j in range(bounds[piece], bounds[piece] + n_moved[piece]):
-                row_start[moved[j]] += destination[piece] - scratch_start[piece]
-    return APPLIED, pool_used, n_inserted
+    lo, hi = to_copy * piece // n_parts, to_copy * (piece + 1) // n_parts
+    for part in range(1, n_parts):
+        first, last = max(lo, copied[part]), min(hi, copied[part + 1])
+        if first < last:
+            _copy_segments(scratch_topics, scratch_values, scratch_start[part] + first - copied[part],
+                           pool_topics, pool_values, destination[part] + first - copied[part], last - first)
+    if piece == 0:
+        _add_topic_sums(topics, values, coef, topic_sums)
+    else:
+        for j in range(bounds[piece], bounds[piece] + n_moved[piece]):
+            row_start[moved[j]] += destination[piece] - scratch_start[piece]
 
 
 @njit(cache=True)

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .jit import document_kernel
 from .prior import prior_of
 from .ranges import even_ranges
@@ -295,84 +295,111 @@ def lsparse_document(entry_words, entry_counts, alpha, top_l, max_iterations, se
                        out_topics, out_values)
 
 
-@njit(parallel=True)
+@njit(cache=True, nogil=True)
+def _vb_documents(first, last, doc_indptr, entry_words, entry_counts, doc_seeds, alpha, max_iterations, row_indptr,
+                  row_topics, row_coef, smoothing, doc_weight, entry_scale, log_theta):
+    """vb_document for documents first..last - 1 with one set of scratch: one piece of _vb_minibatch."""
+    n_topics = smoothing.shape[0]
+    gamma = np.empty(n_topics)
+    phi = np.empty(n_topics)
+    expected = np.empty(n_topics)
+    all_topics = np.arange(n_topics)
+    for d in range(first, last):
+        lo, hi = doc_indptr[d], doc_indptr[d + 1]
+        vb_document(entry_words[lo:hi], entry_counts[lo:hi], alpha, max_iterations, doc_seeds[d], row_indptr,
+                    row_topics, row_coef, smoothing, gamma, phi, expected, all_topics, doc_weight[d],
+                    entry_scale[lo:hi], log_theta[d * n_topics:(d + 1) * n_topics])
+
+
 def _vb_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bounds, alpha, max_iterations,
                   row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale, log_theta):
-    """Each worker runs vb_document over a static range of documents; document d writes row d of
-    doc_weight (and of log_theta, if not empty) and its entries' slots of entry_scale."""
-    n_topics = smoothing.shape[0]
-    for worker in prange(worker_bounds.shape[0] - 1):
-        gamma = np.empty(n_topics)
-        phi = np.empty(n_topics)
-        expected = np.empty(n_topics)
-        all_topics = np.arange(n_topics)
-        for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
-            lo, hi = doc_indptr[d], doc_indptr[d + 1]
-            vb_document(entry_words[lo:hi], entry_counts[lo:hi], alpha, max_iterations, doc_seeds[d], row_indptr,
-                        row_topics, row_coef, smoothing, gamma, phi, expected, all_topics, doc_weight[d],
-                        entry_scale[lo:hi], log_theta[d * n_topics:(d + 1) * n_topics])
+    """vb_document over the pieces of documents worker_bounds[i]..worker_bounds[i + 1] - 1, taken
+    by the threads as they come free (kernels/pieces.py); document d writes row d of doc_weight
+    (and of log_theta, if not empty) and its entries' slots of entry_scale."""
+    pieces.run_ranges(_vb_documents, worker_bounds, doc_indptr, entry_words, entry_counts, doc_seeds, alpha,
+                      max_iterations, row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale, log_theta)
 
 
-@njit(parallel=True)
+@njit(cache=True, nogil=True)
+def _scvb0_documents(first, last, doc_indptr, entry_words, entry_counts, doc_seeds, alpha, burnin, row_indptr,
+                     row_topics, row_coef, smoothing, doc_weight, entry_scale):
+    """scvb0_document for documents first..last - 1 with one scratch: one piece of _scvb0_minibatch."""
+    gamma = np.empty(smoothing.shape[0])
+    for d in range(first, last):
+        lo, hi = doc_indptr[d], doc_indptr[d + 1]
+        scvb0_document(entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, doc_seeds[d], row_indptr,
+                       row_topics, row_coef, smoothing, gamma, doc_weight[d], entry_scale[lo:hi])
+
+
 def _scvb0_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bounds, alpha, burnin,
                      row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale):
-    """Each worker runs scvb0_document over a static range of documents (outputs as _vb_minibatch)."""
+    """scvb0_document over the pieces of documents worker_bounds (outputs as _vb_minibatch)."""
+    pieces.run_ranges(_scvb0_documents, worker_bounds, doc_indptr, entry_words, entry_counts, doc_seeds, alpha,
+                      burnin, row_indptr, row_topics, row_coef, smoothing, doc_weight, entry_scale)
+
+
+@njit(cache=True, nogil=True)
+def _lsparse_documents(first, last, doc_indptr, entry_words, entry_counts, doc_seeds, alpha, top_l, max_iterations,
+                       row_indptr, row_topics, row_coef, smoothing, out_words, out_topics, out_values, out_n_pairs,
+                       log_theta):
+    """lsparse_document for documents first..last - 1 with one set of scratch: one piece of
+    _lsparse_minibatch."""
     n_topics = smoothing.shape[0]
-    for worker in prange(worker_bounds.shape[0] - 1):
-        gamma = np.empty(n_topics)
-        for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
-            lo, hi = doc_indptr[d], doc_indptr[d + 1]
-            scvb0_document(entry_words[lo:hi], entry_counts[lo:hi], alpha, burnin, doc_seeds[d], row_indptr,
-                           row_topics, row_coef, smoothing, gamma, doc_weight[d], entry_scale[lo:hi])
+    gamma = np.empty(n_topics)
+    doc_weight = np.empty(n_topics)
+    expected = np.empty(n_topics)
+    active = np.empty(n_topics, np.int32)
+    coef_of = np.zeros(n_topics)
+    heap_weight = np.empty(top_l)
+    heap_topic = np.empty(top_l, np.int32)
+    for d in range(first, last):
+        lo, hi = doc_indptr[d], doc_indptr[d + 1]
+        out_n_pairs[d] = lsparse_document(
+            entry_words[lo:hi], entry_counts[lo:hi], alpha, top_l, max_iterations, doc_seeds[d], row_indptr,
+            row_topics, row_coef, smoothing, gamma, doc_weight, expected, active, coef_of, heap_weight,
+            heap_topic, out_words[lo * top_l:hi * top_l], out_topics[lo * top_l:hi * top_l],
+            out_values[lo * top_l:hi * top_l], log_theta[d * n_topics:(d + 1) * n_topics])
 
 
-@njit(parallel=True)
 def _lsparse_minibatch(doc_indptr, entry_words, entry_counts, doc_seeds, worker_bounds, alpha, top_l,
                        max_iterations, row_indptr, row_topics, row_coef, smoothing, out_words, out_topics,
                        out_values, out_n_pairs, log_theta):
-    """Each worker runs lsparse_document over a static range of documents; document d writes its
-    triples from offset doc_indptr[d] * top_l (and its row of log_theta, if not empty), so the
-    output does not depend on the workers."""
-    n_topics = smoothing.shape[0]
-    for worker in prange(worker_bounds.shape[0] - 1):
-        gamma = np.empty(n_topics)
-        doc_weight = np.empty(n_topics)
-        expected = np.empty(n_topics)
-        active = np.empty(n_topics, np.int32)
-        coef_of = np.zeros(n_topics)
-        heap_weight = np.empty(top_l)
-        heap_topic = np.empty(top_l, np.int32)
-        for d in range(worker_bounds[worker], worker_bounds[worker + 1]):
-            lo, hi = doc_indptr[d], doc_indptr[d + 1]
-            out_n_pairs[d] = lsparse_document(
-                entry_words[lo:hi], entry_counts[lo:hi], alpha, top_l, max_iterations, doc_seeds[d], row_indptr,
-                row_topics, row_coef, smoothing, gamma, doc_weight, expected, active, coef_of, heap_weight,
-                heap_topic, out_words[lo * top_l:hi * top_l], out_topics[lo * top_l:hi * top_l],
-                out_values[lo * top_l:hi * top_l], log_theta[d * n_topics:(d + 1) * n_topics])
+    """lsparse_document over the pieces of documents worker_bounds (kernels/pieces.py); document d
+    writes its triples from offset doc_indptr[d] * top_l (and its row of log_theta, if not
+    empty), so the output does not depend on the pieces or the threads."""
+    pieces.run_ranges(_lsparse_documents, worker_bounds, doc_indptr, entry_words, entry_counts, doc_seeds, alpha,
+                      top_l, max_iterations, row_indptr, row_topics, row_coef, smoothing, out_words, out_topics,
+                      out_values, out_n_pairs, log_theta)
 
 
-@njit(parallel=True)
+@njit(cache=True, nogil=True)
+def _expected_counts_of_words(first, last, word_indptr, word_entries, entry_doc, entry_scale, doc_weight, row_indptr,
+                              row_topics, row_coef, smoothing, out):
+    """expected_counts_by_word for words first..last - 1, with its own beta scratch."""
+    n_topics = out.shape[1]
+    beta = smoothing.copy()
+    for w in range(first, last):
+        acc = out[w]
+        for i in range(word_indptr[w], word_indptr[w + 1]):
+            e = word_entries[i]
+            weight = doc_weight[entry_doc[e]]
+            scale = entry_scale[e]
+            for k in range(n_topics):
+                acc[k] += weight[k] * scale
+        for j in range(row_indptr[w], row_indptr[w + 1]):
+            beta[row_topics[j]] += row_coef[j]
+        for k in range(n_topics):
+            acc[k] *= beta[k]
+        for j in range(row_indptr[w], row_indptr[w + 1]):
+            beta[row_topics[j]] = smoothing[row_topics[j]]
+
+
 def expected_counts_by_word(word_indptr, word_entries, entry_doc, entry_scale, doc_weight, row_indptr,
                             row_topics, row_coef, smoothing, out):
     """out[w, k] = beta[k, w] * sum_e doc_weight[entry_doc[e], k] * entry_scale[e] over word w's
     entries word_entries[word_indptr[w]:word_indptr[w + 1]], summed in that order (ascending
-    documents), so every sum is fixed whatever the number of threads. out must be zero."""
-    n_words, n_topics = out.shape
-    # a word costs its entries plus one pass over K; each range has its own beta scratch
-    bounds = even_ranges(word_indptr + np.arange(n_words + 1), numba.get_num_threads())
-    for part in prange(bounds.shape[0] - 1):
-        beta = smoothing.copy()
-        for w in range(bounds[part], bounds[part + 1]):
-            acc = out[w]
-            for i in range(word_indptr[w], word_indptr[w + 1]):
-                e = word_entries[i]
-                weight = doc_weight[entry_doc[e]]
-                scale = entry_scale[e]
-                for k in range(n_topics):
-                    acc[k] += weight[k] * scale
-            for j in range(row_indptr[w], row_indptr[w + 1]):
-                beta[row_topics[j]] += row_coef[j]
-            for k in range(n_topics):
-                acc[k] *= beta[k]
-            for j in range(row_indptr[w], row_indptr[w + 1]):
-                beta[row_topics[j]] = smoothing[row_topics[j]]
+    documents), so every sum is fixed whatever the pieces or threads. out must be zero."""
+    # a word costs its entries plus one pass over K
+    bounds = even_ranges(word_indptr + np.arange(out.shape[0] + 1), pieces.piece_count(pieces.threads()))
+    pieces.run_ranges(_expected_counts_of_words, bounds, word_indptr, word_entries, entry_doc, entry_scale,
+                      doc_weight, row_indptr, row_topics, row_coef, smoothing, out)

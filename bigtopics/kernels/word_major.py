@@ -34,16 +34,17 @@ number of workers nor on which documents share a worker. The output is that of
 kernels/gibbs.py: per document, its saved sweeps and its (word, topic, count) pairs
 (kernels/doc_state.py finish_document).
 
-The layers: sample_minibatch (parallel, a static range of documents per worker) -> sample_worker
-(one worker: its word index and scratch) -> sample_sweeps (all sweeps over the worker's tokens,
+The layers: sample_minibatch (pieces of documents for the threads, kernels/pieces.py) ->
+sample_worker (one piece: its word index and scratch) -> sample_sweeps (all sweeps over the worker's tokens,
 kernels/jit.py) -> draw and move_token (one token, inlined).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import pieces
 from .doc_state import finish_document, first_above
 from .jit import document_kernel
 from .prior import prior_scale
@@ -168,7 +169,7 @@ def sample_sweeps(row_ptr, occurrence_doc, occurrence_token, occurrence_count, d
                     z_saved[saved + i] = z[doc_first[d] + i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sample_worker(first, last, doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, initial, alpha,
                   burnin, samples, rare_first, view, out_words, out_topics, out_counts, out_n_pairs, out_saved):
     """Documents first..last - 1 of the minibatch: the worker's occurrences of each row (its
@@ -241,14 +242,12 @@ def sample_worker(first, last, doc_indptr, entry_words, entry_counts, token_star
             scratch_topics, topic_slot, tally, out_words[base:top], out_topics[base:top], out_counts[base:top])
 
 
-@njit(parallel=True)
 def sample_minibatch(doc_indptr, entry_words, entry_counts, token_starts, doc_seeds, worker_bounds, initial, alpha,
                      burnin, samples, rare_first, view, out_words, out_topics, out_counts, out_n_pairs, out_saved):
-    """Sample every document of the minibatch word by word: worker i takes the static range of
-    documents worker_bounds[i]..worker_bounds[i + 1] - 1 (sample_worker). Outputs as
-    kernels/gibbs.py's _sample_minibatch, at the same offsets, so they do not depend on the
-    number of workers."""
-    for worker in prange(worker_bounds.shape[0] - 1):
-        sample_worker(worker_bounds[worker], worker_bounds[worker + 1], doc_indptr, entry_words, entry_counts,
-                      token_starts, doc_seeds, initial, alpha, burnin, samples, rare_first, view, out_words,
-                      out_topics, out_counts, out_n_pairs, out_saved)
+    """Sample every document of the minibatch word by word: the pieces of documents
+    worker_bounds[i]..worker_bounds[i + 1] - 1 (sample_worker), taken by the threads as they come
+    free (kernels/pieces.py). Outputs as kernels/gibbs.py's _sample_minibatch, at the same
+    offsets, so they do not depend on the pieces or the threads."""
+    pieces.run_ranges(sample_worker, worker_bounds, doc_indptr, entry_words, entry_counts, token_starts, doc_seeds,
+                      initial, alpha, burnin, samples, rare_first, view, out_words, out_topics, out_counts,
+                      out_n_pairs, out_saved)

@@ -20,6 +20,7 @@ from ..assignments import topic_dtype
 from ..frozen import BETA_ESTIMATES, FrozenTopics
 from ..kernels.alias_gibbs import sample_minibatch as alias_sample_minibatch
 from ..kernels.gibbs import _sample_minibatch
+from ..kernels.pieces import piece_count
 from ..kernels.ranges import even_ranges
 from ..kernels.saved import store_last_sweep
 from ..kernels.sparse_stats import merge_pairs
@@ -210,9 +211,10 @@ def gibbs_sample(
     alpha is a number (symmetric) or one per topic (asymmetric; kernels/prior.py). The sampler draws
     each topic word by word ("word-major", kernels/word_major.py), from the buckets
     (kernels/gibbs.py), exactly with alias tables ("alias") or by mh_steps Metropolis-Hastings steps
-    with alias proposals ("mh"; both in kernels/alias_gibbs.py). Documents are split into n_workers
-    contiguous ranges of about equal token counts, each sampled by one numba thread; every document
-    has its own random stream and its own output slot, so the result does not depend on n_workers.
+    with alias proposals ("mh"; both in kernels/alias_gibbs.py). Documents are cut into contiguous
+    pieces of about equal token counts, a few per thread (n_workers), which the threads take as they come
+    free (kernels/pieces.py); every document has its own random stream and its own output slot, so
+    the result does not depend on n_workers.
     With rare_first each document's initialisation places its tokens from the last (rarest word) to
     the first. A document whose tokens have topics in `initial` (int32, the batch's tokens in order,
     -1 for a document without) starts its chain from them and skips the initialisation.
@@ -228,7 +230,7 @@ def gibbs_sample(
     token_starts = batch.token_starts()
     doc_tokens = np.diff(token_starts)
     total = int(token_starts[-1])
-    worker_bounds = even_ranges(token_starts, n_workers)
+    worker_bounds = even_ranges(token_starts, piece_count(n_workers))
     row_lengths = np.diff(frozen.row_indptr)
     out_words = np.empty(total * samples, np.int32)
     out_topics = np.empty(total * samples, np.int32)

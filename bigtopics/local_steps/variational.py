@@ -7,11 +7,11 @@ minibatch's expected counts Nhat[k, w] summed over its documents as SparseStats 
 scales by D / |B|); given a documents x K array `log_theta`, Online VB and L-sparse also fill it
 with E[log theta_dk] for a learned alpha (priors.py). The math is in kernels/variational.py.
 
-Documents are split into n_workers contiguous ranges of about equal numbers of entries (the
-work of these methods is per distinct word of a document, not per token), each run by one numba
-thread. Every document has its own random stream (for its initial gamma or N_theta) and its own
-output slots, and sums over documents run in document order, so the result is the same for any
-number of workers.
+Documents are cut into contiguous pieces of about equal numbers of entries (the work of these
+methods is per distinct word of a document, not per token), a few per thread (n_workers), which
+the threads take as they come free (kernels/pieces.py). Every document has its own random
+stream (for its initial gamma or N_theta) and its own output slots, and sums over documents run
+in document order, so the result is the same for any number of workers.
 
 Online VB and SCVB0 are the dense O(K) references: their statistic has an entry for every
 (word of the batch, topic), held as one dense [batch words x K] float64 array (checked against
@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..frozen import FrozenTopics
+from ..kernels.pieces import piece_count
 from ..kernels.ranges import even_ranges
 from ..kernels.sparse_stats import merge_pairs
 from ..kernels.variational import _lsparse_minibatch, _scvb0_minibatch, _vb_minibatch, expected_counts_by_word
@@ -66,7 +67,7 @@ def step_result(stats: SparseStats, log_theta: np.ndarray | None) -> StepResult:
 
 def _kernel_args(batch: Minibatch, frozen: FrozenTopics, doc_seeds, n_workers: int) -> tuple:
     return (np.asarray(batch.indptr, np.int64), frozen.local_ids(batch.words), np.asarray(batch.counts, np.int64),
-            np.asarray(doc_seeds, np.uint64), even_ranges(np.asarray(batch.indptr, np.int64), n_workers))
+            np.asarray(doc_seeds, np.uint64), even_ranges(np.asarray(batch.indptr, np.int64), piece_count(n_workers)))
 
 
 def _frozen_rows(frozen: FrozenTopics) -> tuple:
