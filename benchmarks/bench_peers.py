@@ -375,11 +375,16 @@ def report(runs: list[dict], k: int, args, n_tokens: int) -> tuple[list[str], di
     return lines, summary
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """--store, --corpus and --cache: the store the systems train on, Reuters by default."""
     parser.add_argument("--store", help="an existing store (default: ingest Reuters-21578 once into --cache)")
     parser.add_argument("--corpus", default=str(REUTERS), help="the jsonl.gz ingested when --store is not given")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bigtopics-bench"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_corpus_arguments(parser)
     parser.add_argument("-k", "--k", type=int, action="append", help="topics (repeatable; default 100 and 1000)")
     parser.add_argument("--passes", default="1,3", help="equal-pass comparison points (default 1,3)")
     parser.add_argument("--max-passes", type=int, default=500, help="passes per system at most (default 500)")

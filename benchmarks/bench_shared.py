@@ -40,7 +40,7 @@ import peers  # noqa: E402  (benchmarks/peers.py, beside this file)
 import systems  # noqa: E402
 from bench_peers import (  # noqa: E402
     PEER_MODULES,
-    REUTERS,
+    add_corpus_arguments,
     alpha_for,
     cpu_times,
     machine_description,
@@ -161,9 +161,7 @@ def stop_on_sigterm(signum, frame):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store", help="an existing store (default: ingest Reuters-21578 once into --cache)")
-    parser.add_argument("--corpus", default=str(REUTERS), help="the jsonl.gz ingested when --store is not given")
-    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bigtopics-bench"))
+    add_corpus_arguments(parser)
     parser.add_argument("-k", "--k", type=int, action="append", help="topics (repeatable; default 100 and 2000)")
     parser.add_argument("--seconds", type=float, default=60.0, help="training seconds a run (default 60)")
     parser.add_argument("--busy", default="0,1,2", help="numbers of busy processes to train beside (default 0,1,2)")

@@ -1,6 +1,5 @@
 """The sparse Gibbs local step against dense references."""
 
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -45,16 +44,6 @@ def freeze(dense, eta, estimate="geometric"):
     topics = np.concatenate(rows)
     values = np.concatenate([dense[r, w] for w, r in enumerate(rows)])
     return FrozenTopics.from_rows(np.arange(n_words), indptr, topics, values, dense.sum(1), eta, n_words, estimate)
-
-
-@contextmanager
-def pool_threads(n):
-    before = pieces.threads()
-    pieces.set_threads(n)
-    try:
-        yield
-    finally:
-        pieces.set_threads(before)
 
 
 def test_digamma_matches_reference():
@@ -254,7 +243,7 @@ def test_merge_pairs_equals_the_serial_sum_in_segment_order(dtype):
     starts = np.cumsum(np.concatenate([[0], sizes[:-1] + 2]))
     expected = naive.merge_pairs(words, topics, values, starts, sizes)
     for threads in (1, 2):  # the segments and words split over as many ranges as threads
-        with pool_threads(threads):
+        with pieces.threads_set_to(threads):
             got = merge_pairs(words, topics, values, starts, sizes, 40, 7)
         for part, want in zip(got, expected):
             np.testing.assert_array_equal(part, want)  # bit for bit: sums in segment order

@@ -2,7 +2,6 @@
 
 import threading
 import time
-from contextlib import contextmanager
 
 import numba
 import numpy as np
@@ -11,16 +10,6 @@ from numba import njit
 
 from bigtopics.cores import use_threads
 from bigtopics.kernels import pieces
-
-
-@contextmanager
-def pool_threads(n):
-    before = pieces.threads()
-    pieces.set_threads(n)
-    try:
-        yield
-    finally:
-        pieces.set_threads(before)
 
 
 class Recorder:
@@ -56,7 +45,7 @@ def finishes(target, seconds=20):
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 def test_every_piece_runs_once_and_results_come_in_piece_order(n_threads):
     recorder = Recorder(seconds=0.002)
-    with pool_threads(n_threads):
+    with pieces.threads_set_to(n_threads):
         results = pieces.run(recorder, 25, 100)
     assert results == [100 + piece for piece in range(25)]
     assert sorted(piece for piece, _ in recorder.calls) == list(range(25))
@@ -65,7 +54,7 @@ def test_every_piece_runs_once_and_results_come_in_piece_order(n_threads):
 @pytest.mark.parametrize("n_threads", [1, 2, 4])
 def test_the_thread_count_is_honoured(n_threads):
     recorder = Recorder(seconds=0.1)  # long enough for every helper to start on a loaded machine
-    with pool_threads(n_threads):
+    with pieces.threads_set_to(n_threads):
         pieces.run(recorder, 4 * n_threads, 0)
     assert recorder.most_at_once == n_threads
     assert len({thread for _, thread in recorder.calls}) == n_threads
@@ -75,7 +64,7 @@ def test_the_thread_count_is_honoured(n_threads):
 
 def test_fewer_pieces_than_threads_use_only_as_many_threads():
     recorder = Recorder(seconds=0.05)
-    with pool_threads(4):
+    with pieces.threads_set_to(4):
         assert pieces.run(recorder, 2, 0) == [0, 1]
     assert recorder.most_at_once <= 2
 
@@ -83,7 +72,7 @@ def test_fewer_pieces_than_threads_use_only_as_many_threads():
 def test_a_slow_piece_holds_back_only_itself():
     """The thread that runs a slow piece takes no other piece while the rest are done by the others."""
     recorder = Recorder(seconds=0.005, slow={0: 0.5})
-    with pool_threads(2):
+    with pieces.threads_set_to(2):
         pieces.run(recorder, 16, 0)
     slow_thread = dict(recorder.calls)[0]
     assert [piece for piece, thread in recorder.calls if thread == slow_thread] == [0]
@@ -95,7 +84,7 @@ def test_the_error_of_the_first_failing_piece_is_raised_and_the_pool_goes_on():
             raise ValueError(f"piece {piece}")
         return piece
 
-    with pool_threads(2):
+    with pieces.threads_set_to(2):
         for _ in range(3):
             with pytest.raises(ValueError, match="piece 3"):
                 pieces.run(fails, 8)
@@ -107,7 +96,7 @@ def test_nested_runs_do_not_deadlock():
         return sum(pieces.run(lambda inner: piece * 10 + inner, 4))
 
     results = []
-    with pool_threads(2):
+    with pieces.threads_set_to(2):
         assert finishes(lambda: results.append(pieces.run(outer, 6)))
     assert results == [[sum(piece * 10 + inner for inner in range(4)) for piece in range(6)]]
 
@@ -130,7 +119,8 @@ def test_callers_on_several_threads_share_the_pool():
 
 
 def test_the_count_is_per_calling_thread_and_use_threads_sets_it():
-    with pool_threads(1):
+    before = pieces.threads()
+    with pieces.threads_set_to(1):
         assert use_threads(2) == 2
         assert pieces.threads() == 2
         seen = []
@@ -138,6 +128,7 @@ def test_the_count_is_per_calling_thread_and_use_threads_sets_it():
         other.start()
         other.join()
         assert seen == [numba.config.NUMBA_NUM_THREADS]
+    assert pieces.threads() == before  # the count as it was before the block
     with pytest.raises(ValueError, match="at least 1"):
         pieces.set_threads(0)
 
@@ -150,7 +141,7 @@ def test_ranges_run_over_bounds():
 
     values = np.arange(50, dtype=np.float64)
     out = np.zeros(50)
-    with pool_threads(2):
+    with pieces.threads_set_to(2):
         pieces.run_ranges(square_range, np.array([0, 7, 7, 30, 50]), values, out)
     np.testing.assert_array_equal(out, values ** 2)
 

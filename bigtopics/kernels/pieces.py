@@ -28,6 +28,7 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import numba
 
@@ -46,6 +47,17 @@ def set_threads(n: int) -> None:
     if n < 1:
         raise ValueError(f"the number of threads must be at least 1 (got {n})")
     _local.threads = int(n)
+
+
+@contextmanager
+def threads_set_to(n: int):
+    """set_threads(n) for the `with` block, then this thread's count as it was."""
+    before = threads()
+    set_threads(n)
+    try:
+        yield
+    finally:
+        set_threads(before)
 
 
 def threads() -> int:
