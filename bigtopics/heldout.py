@@ -24,7 +24,7 @@ from .cluster import map_parts
 from .frozen import frozen_point_estimates
 from .infer import check_vocabulary, fit_topic_counts
 from .kernels.evaluate import completion_loglik, left_to_right_batch
-from .kernels.pieces import piece_count
+from .kernels.pieces import document_piece_count
 from .kernels.ranges import even_ranges
 from .kernels.rng import stream_seeds
 from .minibatch import Minibatch
@@ -72,7 +72,7 @@ def _left_to_right(source, batch, alpha, eta, seed, particles, resample, n_worke
     local_words = frozen.local_ids(batch.words)
     counts = np.asarray(batch.counts, np.int32)
     token_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])[batch.indptr]
-    bounds = even_ranges(token_starts, piece_count(n_workers))
+    bounds = even_ranges(token_starts, document_piece_count(n_workers))
     out = np.zeros(batch.n_docs)
     view, alpha = frozen.prior_view(alpha)
     left_to_right_batch(np.asarray(batch.indptr, np.int64), local_words, counts,

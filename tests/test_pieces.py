@@ -149,3 +149,5 @@ def test_ranges_run_over_bounds():
 def test_piece_count():
     assert pieces.piece_count(1) == 1
     assert pieces.piece_count(2) == 2 * pieces.PIECES_PER_THREAD
+    assert pieces.piece_count(3, 2) == 6 and pieces.document_piece_count(1) == 1
+    assert pieces.document_piece_count(2) == 2 * pieces.DOCUMENT_PIECES_PER_THREAD

@@ -35,6 +35,10 @@ import numba
 # Pieces per thread: more balance the load when a thread is slowed (each piece is a bound on the
 # wait for a slow thread), fewer cost less per-piece overhead (a call from Python, its scratch)
 PIECES_PER_THREAD = 4
+# The samplers' pieces of documents: each piece sets up the rows of its words once per sweep (the
+# word-major sampler spreads each row), work that more, smaller pieces repeat; measured in
+# benchmarks/RESULTS.md, "Pieces on a thread pool"
+DOCUMENT_PIECES_PER_THREAD = 1
 
 _local = threading.local()
 _tasks: queue.SimpleQueue = queue.SimpleQueue()
@@ -65,10 +69,15 @@ def threads() -> int:
     return getattr(_local, "threads", numba.config.NUMBA_NUM_THREADS)
 
 
-def piece_count(n_threads: int) -> int:
+def piece_count(n_threads: int, per_thread: int | None = None) -> int:
     """How many pieces to cut a phase into for n_threads: one for a single thread, else
-    PIECES_PER_THREAD each."""
-    return 1 if n_threads <= 1 else n_threads * PIECES_PER_THREAD
+    per_thread (PIECES_PER_THREAD unless given) each."""
+    return 1 if n_threads <= 1 else n_threads * (per_thread or PIECES_PER_THREAD)
+
+
+def document_piece_count(n_threads: int) -> int:
+    """How many pieces of documents a sampler cuts a minibatch into (DOCUMENT_PIECES_PER_THREAD)."""
+    return piece_count(n_threads, DOCUMENT_PIECES_PER_THREAD)
 
 
 class _Run:

@@ -20,7 +20,7 @@ from ..assignments import topic_dtype
 from ..frozen import BETA_ESTIMATES, FrozenTopics
 from ..kernels.alias_gibbs import sample_minibatch as alias_sample_minibatch
 from ..kernels.gibbs import _sample_minibatch
-from ..kernels.pieces import piece_count
+from ..kernels.pieces import document_piece_count
 from ..kernels.ranges import even_ranges
 from ..kernels.saved import store_last_sweep
 from ..kernels.sparse_stats import merge_pairs
@@ -230,7 +230,7 @@ def gibbs_sample(
     token_starts = batch.token_starts()
     doc_tokens = np.diff(token_starts)
     total = int(token_starts[-1])
-    worker_bounds = even_ranges(token_starts, piece_count(n_workers))
+    worker_bounds = even_ranges(token_starts, document_piece_count(n_workers))
     row_lengths = np.diff(frozen.row_indptr)
     out_words = np.empty(total * samples, np.int32)
     out_topics = np.empty(total * samples, np.int32)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..frozen import FrozenTopics
-from ..kernels.pieces import piece_count
+from ..kernels.pieces import document_piece_count
 from ..kernels.ranges import even_ranges
 from ..kernels.sparse_stats import merge_pairs
 from ..kernels.variational import _lsparse_minibatch, _scvb0_minibatch, _vb_minibatch, expected_counts_by_word
@@ -66,8 +66,9 @@ def step_result(stats: SparseStats, log_theta: np.ndarray | None) -> StepResult:
 
 
 def _kernel_args(batch: Minibatch, frozen: FrozenTopics, doc_seeds, n_workers: int) -> tuple:
-    return (np.asarray(batch.indptr, np.int64), frozen.local_ids(batch.words), np.asarray(batch.counts, np.int64),
-            np.asarray(doc_seeds, np.uint64), even_ranges(np.asarray(batch.indptr, np.int64), piece_count(n_workers)))
+    indptr = np.asarray(batch.indptr, np.int64)
+    return (indptr, frozen.local_ids(batch.words), np.asarray(batch.counts, np.int64),
+            np.asarray(doc_seeds, np.uint64), even_ranges(indptr, document_piece_count(n_workers)))
 
 
 def _frozen_rows(frozen: FrozenTopics) -> tuple:
