@@ -72,7 +72,7 @@ def threads() -> int:
 def piece_count(n_threads: int, per_thread: int | None = None) -> int:
     """How many pieces to cut a phase into for n_threads: one for a single thread, else
     per_thread (PIECES_PER_THREAD unless given) each."""
-    return 1 if n_threads <= 1 else n_threads * (per_thread or PIECES_PER_THREAD)
+    return 1 if n_threads <= 1 else n_threads * (PIECES_PER_THREAD if per_thread is None else per_thread)
 
 
 def document_piece_count(n_threads: int) -> int:
