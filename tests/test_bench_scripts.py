@@ -150,6 +150,17 @@ def spinners() -> list:
     return found
 
 
+def command_line(process) -> str:
+    """A process's command line, or "" once it has exited (a child that has ended but not yet been
+    reaped by its parent is a zombie, whose command line psutil refuses to read)."""
+    import psutil
+
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def test_bench_shared(store, tmp_path):
     """Every system alone and beside two busy processes, bigtopics on 1 and 2 threads; the table's
     slowdowns and efficiency are the ratios of the rates it reports; no spinner outlives it."""
@@ -195,7 +206,7 @@ def test_bench_shared_busy_processes_run_in_another_session_and_die_with_it(stor
         deadline = time.monotonic() + 900
         while True:  # the spinner starts first, then the child that trains beside it
             found = [p for p in spinners() if p.ppid() == bench.pid]
-            training = [p for p in psutil.Process(bench.pid).children() if "systems.py" in " ".join(p.cmdline())]
+            training = [p for p in psutil.Process(bench.pid).children() if "systems.py" in command_line(p)]
             if found and training:
                 break
             assert bench.poll() is None and time.monotonic() < deadline
