@@ -9,6 +9,7 @@ cluster reads the shards it is given.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections import OrderedDict
@@ -16,6 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
+from .kernels import pieces
 from .minibatch import Minibatch
 from .store import CSRBlock, Store
 
@@ -91,13 +93,30 @@ def prepared(batch: Minibatch) -> Minibatch:
     return batch
 
 
+def lowest_priority() -> None:
+    """Run the calling thread, and it alone, at nice 19 where the OS allows (Linux: a thread id
+    is a process id to setpriority)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):  # no setpriority (Windows) or not allowed: normal priority
+        pass
+
+
 def read_ahead(items: Iterator, depth: int = 2) -> Iterator:
-    """Iterate `items` produced by a background thread, up to `depth` ahead of the consumer."""
+    """Iterate `items` produced by a background thread, up to `depth` ahead of the consumer.
+
+    The producer runs its kernels on its own thread only (kernels/pieces.py), at the lowest
+    scheduling priority (nice 19, this thread alone): it works beside the consumer's parallel
+    phases, in which a helper that took one of its pieces, or a thread that shared its core with
+    it, would hold up the whole phase; at that priority it runs in the time the consumer's
+    threads leave idle (between phases, waiting at a phase's end)."""
     buffer: queue.Queue = queue.Queue(maxsize=depth)
     done = object()
     stop = threading.Event()
 
     def produce():
+        pieces.set_threads(1)
+        lowest_priority()
         try:
             for item in items:
                 if stop.is_set():

@@ -499,7 +499,7 @@ class Trainer:
 
     def minibatches(self, epoch: int, skip: int = 0):
         """The executor's work items for the minibatches of an epoch, from the `skip`-th on."""
-        return self.executor.minibatches(self.plan.epoch(epoch, skip=skip), self.task)
+        return self.executor.minibatches(self.plan.epoch(epoch, skip=skip), self.task, self.saved)
 
     def step(self, work) -> tuple[int, int]:
         """One minibatch: freeze, local step, global step; returns its documents and tokens."""

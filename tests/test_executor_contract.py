@@ -21,15 +21,18 @@ PLANS = [MinibatchPlan(0, 0, np.arange(0, 240, dtype=np.int64)),
          MinibatchPlan(1, 0, np.arange(100, 300, dtype=np.int64))]  # half of it visited before
 
 
-def drive(executor, store, tmp_path) -> list:
-    """Everything the executor gives back for PLANS, in order, stepping the table as the trainer does."""
+def drive(executor, store, tmp_path, *, give_saved: bool = True, take_all_first: bool = False) -> list:
+    """Everything the executor gives back for PLANS, in order, stepping the table as the trainer
+    does; the saved assignments handed to `minibatches` (which may tally previous visits ahead)
+    unless not `give_saved`; every work item taken before the first step if `take_all_first`."""
     step = LOCAL_STEPS["gibbs"](sampler="word-major", burnin=2, samples=2).resolved(epochs=2)
     task = StepTask(step=step, alpha=0.1, eta=0.01, seed=11, shard_docs=50)
     table = TopicWordTable(N_TOPICS, store.n_words)
     saved = SavedAssignments(store, N_TOPICS, tmp_path / "saved")
     seen = []
     try:
-        for t, work in enumerate(executor.minibatches(iter(PLANS), task), start=1):
+        works = executor.minibatches(iter(PLANS), task, saved if give_saved else None)
+        for t, work in enumerate(list(works) if take_all_first else works, start=1):
             plan = executor.plan_of(work)
             previous = executor.previous_stats(work, saved)
             rows = executor.rows(work, table, previous.stats())
@@ -69,7 +72,7 @@ def store(demo_store):
 
 @pytest.fixture(scope="module")
 def reference(store, tmp_path_factory):
-    return drive(LocalThreads(store, workers=1), store, tmp_path_factory.mktemp("reference"))
+    return drive(LocalThreads(store, workers=1), store, tmp_path_factory.mktemp("reference"), give_saved=False)
 
 
 class ExecutorContract:
@@ -82,6 +85,15 @@ class ExecutorContract:
         executor = self.make(store)
         try:
             assert_identical(drive(executor, store, tmp_path), reference)
+        finally:
+            executor.close()
+
+    def test_work_taken_ahead_of_its_steps_gives_the_same(self, store, reference, tmp_path):
+        """The third plan revisits documents of the first, of the epoch before: whatever it read
+        ahead, it must see the topics the first plan's step recorded."""
+        executor = self.make(store)
+        try:
+            assert_identical(drive(executor, store, tmp_path, take_all_first=True), reference)
         finally:
             executor.close()
 

@@ -5,7 +5,7 @@ is handed minibatch plans (plan.py: document numbers, epoch) and, for each, the 
 minibatch needs, and returns the minibatch's statistics merged in document order
 (stats.StepResult). One minibatch goes through
 
-    work = next(executor.minibatches(plans, task))   reading starts, ahead of the sampler
+    work = next(executor.minibatches(plans, task, saved))   reading starts, ahead of the sampler
     executor.words(work)                         the minibatch's distinct word ids
     executor.n_tokens(work)                      and its number of tokens
     executor.previous_stats(work, saved)         exclude-own: what its documents added last visit
@@ -74,8 +74,13 @@ class Executor(ABC):
         """The executor for a run's options (`make_executor` picks the class by them)."""
 
     @abstractmethod
-    def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator:
-        """Work items for the plans, in order, for `task`'s step; reading may run ahead."""
+    def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask,
+                    saved: SavedAssignments | None = None) -> Iterator:
+        """Work items for the plans, in order, for `task`'s step; reading may run ahead. Given
+        the run's `saved` assignments (exclude-own), the executor may also compute the plans'
+        `previous_stats` ahead, for plans of the epoch of the first: one epoch's plans visit each
+        document once (plan.py), so the saved topics a plan reads ahead are not recorded again
+        before it runs."""
 
     @abstractmethod
     def plan_of(self, work) -> MinibatchPlan:

@@ -192,7 +192,8 @@ class DaskExecutor(Executor):
         retried(self.client, lambda: self.client.register_plugin(self.on_worker.WorkerSetup(step)))
         self.warm = False
 
-    def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator[ClusterWork]:
+    def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask,
+                    saved: SavedAssignments | None = None) -> Iterator[ClusterWork]:
         if self.warm:
             self.warm_up(task.step)
         pending: deque[ClusterWork] = deque()

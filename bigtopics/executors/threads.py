@@ -1,9 +1,11 @@
 """The in-process engine: threads over the documents of each minibatch (kernels/pieces.py).
 
-The minibatch is read and prepared by a read-ahead thread while the previous one samples; the
-local step cuts its documents into pieces of about equal work, a few per thread, which the
-threads take as they come free, each document with its own random stream, so the result does
-not depend on the number of threads.
+The minibatch is read and prepared by a read-ahead thread while the previous one samples, and
+with exclude-own the statistics its documents added on their previous visit are tallied there
+too, off the path from one minibatch's global step to the next one's sampling. The local step
+cuts its documents into pieces of about equal work, which the threads take as they come free,
+each document with its own random stream, so the result does not depend on the number of
+threads.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class LocalWork:
     plan: MinibatchPlan
     batch: Minibatch
     previous_topics: tuple | None = None  # exclude-own: (its tokens' saved topics, the unvisited mark)
+    previous: StepResult | None = None  # exclude-own: previous_stats, when tallied ahead
 
 
 class LocalThreads(Executor):
@@ -43,8 +46,20 @@ class LocalThreads(Executor):
                      scheduler: str | None) -> "LocalThreads":
         return cls(store, workers, window_blocks)
 
-    def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask) -> Iterator[LocalWork]:
-        return read_ahead(LocalWork(plan, prepared(self.reader.read(plan.doc_numbers))) for plan in plans)
+    def minibatches(self, plans: Iterator[MinibatchPlan], task: StepTask,
+                    saved: SavedAssignments | None = None) -> Iterator[LocalWork]:
+        return read_ahead(self._read(plans, saved))
+
+    def _read(self, plans: Iterator[MinibatchPlan], saved: SavedAssignments | None) -> Iterator[LocalWork]:
+        """The work items, each with its previous-visit statistics when `saved` is given and its
+        plan is of the first plan's epoch (Executor.minibatches)."""
+        epoch = None
+        for plan in plans:
+            work = LocalWork(plan, prepared(self.reader.read(plan.doc_numbers)))
+            epoch = plan.epoch if epoch is None else epoch
+            if saved is not None and plan.epoch == epoch:
+                work.previous = self._tally_previous(work, saved)
+            yield work
 
     def plan_of(self, work: LocalWork) -> MinibatchPlan:
         return work.plan
@@ -56,6 +71,9 @@ class LocalThreads(Executor):
         return work.batch.n_tokens
 
     def previous_stats(self, work: LocalWork, saved: SavedAssignments) -> StepResult:
+        return self._tally_previous(work, saved) if work.previous is None else work.previous
+
+    def _tally_previous(self, work: LocalWork, saved: SavedAssignments) -> StepResult:
         topics = saved.topics_of(work.plan.doc_numbers)
         work.previous_topics = (topics, saved.unvisited)
         return previous_stats(work.batch, topics, saved.unvisited, saved.n_topics)

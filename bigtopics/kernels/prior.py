@@ -26,7 +26,9 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from . import pieces
 from .doc_state import first_above
+from .ranges import even_ranges
 from .rng import next_uniform
 
 
@@ -140,13 +142,18 @@ def _prior_vector(alpha, n_topics):
     return lambda alpha, n_topics: np.full(n_topics, alpha)
 
 
-@njit(cache=True)
 def weighted_row_cumsum(row_indptr, row_topics, row_coef, alpha):
-    """The running sum of alpha[k] coef[k, w] within each row (CSR over rows)."""
+    """The running sum of alpha[k] coef[k, w] within each row (CSR over rows), rows in pieces."""
     out = np.empty(row_coef.shape[0], np.float64)
-    for r in range(row_indptr.shape[0] - 1):
+    bounds = even_ranges(row_indptr, pieces.piece_count(pieces.threads()))
+    pieces.run_ranges(_weighted_range, bounds, row_indptr, row_topics, row_coef, alpha, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _weighted_range(lo, hi, row_indptr, row_topics, row_coef, alpha, out):
+    for r in range(lo, hi):
         total = 0.0
         for j in range(row_indptr[r], row_indptr[r + 1]):
             total += alpha[row_topics[j]] * row_coef[j]
             out[j] = total
-    return out
