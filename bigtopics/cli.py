@@ -134,7 +134,8 @@ def main():
 @click.option("--skip-bad", is_flag=True,
               help="Skip (count and name) malformed lines, and files or folders that cannot be read whole, "
                    "instead of stopping.")
-@click.option("--workers", type=int, default=0, help="Tokenizing processes (default: all cores).")
+@click.option("--workers", type=int, default=0,
+              help="Tokenizing processes (default: one per core it may use, given input enough).")
 @click.option("--memory-limit", default=None,
               help="Memory for the vocabularies and buffers of all processes, e.g. 800M or 1.5G (default: a "
                    "quarter of the memory available, at most 1G); any number of distinct strings fits in it.")

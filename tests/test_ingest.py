@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from bigtopics import StoreError, open_store
 from bigtopics.cli import main
-from bigtopics.ingest import Pruning, describe_store, ingest
+from bigtopics.ingest import Pruning, describe_store, ingest, pipeline
 from bigtopics.input_formats import FormatOptions, InputError
 from bigtopics.tokenizer import TokenizerSettings, load_stoplist
 
@@ -276,3 +276,16 @@ def test_info_describes_the_store(tmp_path):
         assert key in text
     result = CliRunner().invoke(main, ["info", str(tmp_path / "s.zarr")])
     assert result.exit_code == 0 and "alpha" in result.output
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to narrow to one")
+def test_by_default_a_worker_per_core_it_may_use_not_per_core_of_the_machine(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "SMALL_INPUT_BYTES", 1)  # the smallest input is work enough for every core
+    docs = write_jsonl(tmp_path / "in.jsonl", random_docs(20))
+    everything = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(everything)})
+    try:
+        report = run(docs, tmp_path / "s.zarr", workers=0)
+    finally:
+        os.sched_setaffinity(0, everything)
+    assert report.n_workers == 1

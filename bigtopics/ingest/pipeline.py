@@ -15,6 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
+from ..cores import available_cores
 from ..input_formats import FormatOptions
 from ..locations import locate
 from ..memory import budget_bytes, peak_rss_bytes
@@ -84,11 +85,12 @@ def ingest(
     _check_settings(output, inputs, tokenizer, formats, pruning, section_tokens, workers, overwrite, memory_limit)
     budget = memory_limit or budget_bytes(ceiling=MAX_DEFAULT_BUDGET)
     # A worker holds a few copies of its unit (bytes, str, code points, ids); the queue holds two per worker.
-    unit_bytes = unit_bytes or int(min(max(budget // (16 * ((os.cpu_count() or 1) + 1)), 1 << 20), 8 << 20))
+    cores = available_cores()
+    unit_bytes = unit_bytes or int(min(max(budget // (16 * (cores + 1)), 1 << 20), 8 << 20))
     reader = InputReader(inputs, formats, unit_bytes, warn=log, files_from=files_from,
                          max_document_bytes=budget // DOCUMENT_SHARE)
-    # By default, start a process per core, but only when there are several units of work for them.
-    n_workers = workers or max(1, min(os.cpu_count() or 1, reader.total_bytes // SMALL_INPUT_BYTES))
+    # By default, start a process per core it may use, but only when there are several units of work for them.
+    n_workers = workers or max(1, min(cores, reader.total_bytes // SMALL_INPUT_BYTES))
     report = IngestReport(output.path if output.path is not None else output.text, n_files=reader.n_files,
                           input_bytes=reader.total_bytes, pruning=pruning,
                           vocabulary_from=vocabulary and vocabulary.source)
