@@ -9,7 +9,6 @@ cluster reads the shards it is given.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections import OrderedDict
@@ -93,30 +92,20 @@ def prepared(batch: Minibatch) -> Minibatch:
     return batch
 
 
-def lowest_priority() -> None:
-    """Run the calling thread, and it alone, at nice 19 where the OS allows (Linux: a thread id
-    is a process id to setpriority)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (AttributeError, OSError):  # no setpriority (Windows) or not allowed: normal priority
-        pass
-
-
 def read_ahead(items: Iterator, depth: int = 2) -> Iterator:
     """Iterate `items` produced by a background thread, up to `depth` ahead of the consumer.
 
-    The producer runs its kernels on its own thread only (kernels/pieces.py), at the lowest
-    scheduling priority (nice 19, this thread alone): it works beside the consumer's parallel
-    phases, in which a helper that took one of its pieces, or a thread that shared its core with
-    it, would hold up the whole phase; at that priority it runs in the time the consumer's
-    threads leave idle (between phases, waiting at a phase's end)."""
+    The producer runs its kernels on its own thread only (kernels/pieces.py): it works beside
+    the consumer's parallel phases, and a helper that took one of its pieces would hold up the
+    consumer's phase until that piece ended. (It keeps the process's priority: at nice 19 it
+    measured no faster on an otherwise idle machine, and beside busy processes in the same
+    session it would wait for them whenever the consumer waits for it.)"""
     buffer: queue.Queue = queue.Queue(maxsize=depth)
     done = object()
     stop = threading.Event()
 
     def produce():
         pieces.set_threads(1)
-        lowest_priority()
         try:
             for item in items:
                 if stop.is_set():

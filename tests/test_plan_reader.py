@@ -1,8 +1,5 @@
 """Planning shuffled minibatches (plan.py) and reading their documents (reader.py)."""
 
-import os
-import threading
-
 import numpy as np
 import pytest
 
@@ -133,15 +130,12 @@ def test_read_ahead_keeps_order_and_reraises():
         list(read_ahead(failing()))
 
 
-def test_read_ahead_runs_on_its_own_thread_only_at_the_lowest_priority():
-    """The producer works beside the consumer's parallel phases: its kernels take no helper, and
-    it runs in the time the consumer's threads leave, niced, the consumer's thread not."""
-    def thread_counts_and_nice():
+def test_read_ahead_runs_its_kernels_on_its_own_thread_only():
+    """The producer works beside the consumer's parallel phases: its kernels take no helper."""
+    def thread_counts():
         for _ in range(3):
-            yield pieces.threads(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+            yield pieces.threads()
 
-    here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     with pieces.threads_set_to(4):
-        assert list(read_ahead(thread_counts_and_nice())) == [(1, 19)] * 3
+        assert list(read_ahead(thread_counts())) == [1, 1, 1]
         assert pieces.threads() == 4
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == here
