@@ -1,6 +1,8 @@
 import os
+import subprocess
 import sys
 from importlib.resources import files
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +10,14 @@ import pytest
 os.environ.setdefault("NUMBA_NUM_THREADS", "2")
 # `import naive` and `from . import naive` both find tests/naive.py.
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+def pytest_configure(config):
+    """Under pytest-xdist the controller compiles the commands' common kernels once, before the
+    workers start (tests/warm_kernels.py); a failure there is left for the tests to show."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        subprocess.run([sys.executable, str(Path(__file__).with_name("warm_kernels.py"))], capture_output=True,
+                       timeout=900)
 
 
 def pytest_addoption(parser):
