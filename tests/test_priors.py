@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from bigtopics.cli import main
 from bigtopics.frozen import FrozenTopics
 from bigtopics.infer import posterior_mean
+from bigtopics.kernels import pieces
 from bigtopics.kernels.dirichlet import (
     alpha_fixed_point,
     alpha_sums,
@@ -21,6 +22,7 @@ from bigtopics.kernels.dirichlet import (
 )
 from bigtopics.kernels.evaluate import word_mass
 from bigtopics.kernels.gibbs import draw_topic
+from bigtopics.kernels.prior import weighted_row_cumsum
 from bigtopics.kernels.special import digamma
 from bigtopics.local_steps.gibbs import GibbsStep
 from bigtopics.model import load_model
@@ -253,6 +255,20 @@ def test_draw_topic_with_an_asymmetric_alpha_follows_the_dense_conditional(branc
         np.testing.assert_allclose(freq, naive.gibbs_conditional(w, other, ASYMMETRIC, weights), atol=3e-5)
         mass = word_mass(w, alpha, n_dk, doc_topics, len(BRANCH_DOC_TOPICS[branch]), doc_mass, view)
         assert mass == pytest.approx(((ASYMMETRIC + n_dk) * weights[:, w]).sum(), rel=1e-11)
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_weighted_row_cumsums_restart_at_every_row_on_any_number_of_threads(n_threads):
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(0, 9, size=200)
+    row_indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    row_topics = rng.integers(0, len(ASYMMETRIC), size=row_indptr[-1]).astype(np.int32)
+    row_coef = rng.random(row_indptr[-1])
+    with pieces.threads_set_to(n_threads):
+        got = weighted_row_cumsum(row_indptr, row_topics, row_coef, ASYMMETRIC)
+    for lo, hi in zip(row_indptr[:-1], row_indptr[1:]):
+        np.testing.assert_allclose(got[lo:hi], np.cumsum(ASYMMETRIC[row_topics[lo:hi]] * row_coef[lo:hi]),
+                                   rtol=1e-13)
 
 
 def test_posterior_mean_uses_each_topics_alpha():
