@@ -16,10 +16,11 @@ sessions against each other: a spinner started from the benchmark's own session 
 benchmark's group and cost it almost nothing, as `nice` does; in its own session it takes about a
 core, as another user's job or a cloud neighbour does.
 
-bigtopics runs on --threads threads (default: the cores this process may use, bigtopics.cores),
-tomotopy on all cores (workers=0). bigtopics' parallel efficiency: its rate alone on --threads
-threads / (--threads x its rate alone on one thread). MALLET is not a system of systems.py and is
-not run here.
+bigtopics runs with its default threads (`--workers 0`: the cores this process may use, fewer
+while other processes keep some busy, bigtopics/free_cores.py), tomotopy on all cores (workers=0).
+bigtopics' parallel efficiency: its rate alone on --threads fixed threads (default: the cores this
+process may use, bigtopics.cores) / (--threads x its rate alone on one thread). MALLET is not a
+system of systems.py and is not run here.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def summarise(results: list[dict], ks: list[int], args) -> tuple[list[str], dict
         lines += ["", "passes a minute of training time; slowdown = alone / beside N busy processes", head,
                   "-" * len(head)]
         for system, threads in args.runs:
-            label = f"{system} ({threads} threads)" if system == "bigtopics" else f"{system} (all cores)"
+            label = "bigtopics (default)" if system == "bigtopics" else f"{system} (all cores)"
             alone = rate(system, k, threads, 0)
             rates = {b: rate(system, k, threads, b) for b in beside}
             slowdowns = {b: ratio(alone, rates[b]) for b in beside}
@@ -166,7 +167,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="training seconds a run (default 60)")
     parser.add_argument("--busy", default="0,1,2", help="numbers of busy processes to train beside (default 0,1,2)")
     parser.add_argument("--threads", type=int, default=available_cores(),
-                        help="bigtopics' threads (default: the cores this process may use)")
+                        help="bigtopics' fixed threads for its parallel efficiency (default: the cores this "
+                             "process may use)")
     parser.add_argument("--systems", default="bigtopics,tomotopy", help="comma-separated (default bigtopics,tomotopy)")
     parser.add_argument("--heldout-docs", type=int, default=1000,
                         help="documents left out of training (bench_peers.py's split, shared with its cache)")
@@ -189,9 +191,11 @@ def main() -> None:
     missing = [s for s in chosen if s in PEER_MODULES and systems.library_version(s) == "missing"]
     for s in missing:
         print(f"skipping {s}: not installed (pip install -e .[bench])")
-    # (system, threads) in the table; bigtopics on one thread, alone, for its parallel efficiency
-    args.runs = [(s, args.threads if s == "bigtopics" else 0) for s in chosen if s not in missing]
-    args.efficiency_runs = [("bigtopics", 1)] if "bigtopics" in chosen and args.threads > 1 else []
+    # (system, threads) in the table, threads 0 each system's default; bigtopics alone on one thread
+    # and on --threads fixed threads for its parallel efficiency
+    args.runs = [(s, 0) for s in chosen if s not in missing]
+    args.efficiency_runs = [("bigtopics", 1), ("bigtopics", args.threads)] if (
+        "bigtopics" in chosen and args.threads > 1) else []
     ks = args.k or [100, 2000]
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)

@@ -333,7 +333,8 @@ def local_step_options(fn):
 @click.option("--reset-below", type=float,
               help="Rescale the table (and drop small entries) when pi_t falls below this.  [default: 1e-4]")
 @click.option("--seed", "--random-seed", "seed", type=int, help="Fixes every random choice.  [default: 0]")
-@click.option("--workers", "--num-threads", "workers", type=int, help="Sampler threads.  [default: all cores]")
+@click.option("--workers", "--num-threads", "workers", type=int,
+              help="Sampler threads.  [default: all cores, fewer while other processes keep some busy]")
 @click.option("--heldout", type=int, help="Hold this many documents out of training and report their "
               "left-to-right log-likelihood per token as training goes.  [default: 0]")
 @click.option("--heldout-every", help="How often to score the held-out documents.  [default: 5m]")

@@ -32,7 +32,7 @@ class Clocks:
 
 def test_the_share_is_cpu_seconds_over_wall_seconds_times_threads():
     c = Clocks()
-    share = CpuShare(2, wall_clock=lambda: c.wall, cpu_clock=lambda: c.cpu)
+    share = CpuShare(lambda: 2, wall_clock=lambda: c.wall, cpu_clock=lambda: c.cpu)
     c.advance(wall=10, cpu=19.4)
     assert share.sample() == pytest.approx(0.97)
     assert share.record() == {"threads": 2, "cpu_share": 0.97}  # nothing more since: 0 / 0 wall
@@ -44,7 +44,7 @@ def test_the_share_is_cpu_seconds_over_wall_seconds_times_threads():
 
 def test_a_short_interval_keeps_the_last_completed_share():
     c = Clocks()
-    share = CpuShare(2, min_seconds=1.0, wall_clock=lambda: c.wall, cpu_clock=lambda: c.cpu)
+    share = CpuShare(lambda: 2, min_seconds=1.0, wall_clock=lambda: c.wall, cpu_clock=lambda: c.cpu)
     c.advance(wall=0.2, cpu=0.4)
     assert share.sample() == pytest.approx(1.0)  # none completed: the share so far
     c.advance(wall=0.8, cpu=0.6)
@@ -57,11 +57,11 @@ def test_a_short_interval_keeps_the_last_completed_share():
 
 def test_the_real_clocks_agree_with_os_times():
     """Sleeping takes no CPU; spinning takes what os.times (the kernel's own count) says."""
-    share = CpuShare(1)
+    share = CpuShare(lambda: 1)
     time.sleep(0.3)
     assert share.sample() < 0.1
     before, start = os.times(), time.monotonic()
-    share = CpuShare(1)
+    share = CpuShare(lambda: 1)
     while time.monotonic() - start < 0.5:
         pass
     measured = share.sample()
@@ -109,14 +109,16 @@ def test_tokens_per_second_count_the_minibatch_just_trained(run):
 
 
 def test_the_progress_line_shows_the_threads_and_their_cpu_share(run):
+    """By default the threads are all the cores the run may use, fewer while other processes keep
+    some busy (free_cores.py): each line shows those of its moment."""
     trainer, shown, _, _ = run
-    threads = trainer.executor.n_threads
-    assert threads == thread_count(0) == min(len(os.sched_getaffinity(0)), 2)  # conftest: NUMBA_NUM_THREADS=2
+    most = thread_count(0)
+    assert most == min(len(os.sched_getaffinity(0)), 2)  # conftest: NUMBA_NUM_THREADS=2
     for fields, _, _ in shown:
-        assert fields["threads"] == threads
+        assert 1 <= fields["threads"] <= most
         assert fields["cpu"].endswith("%") and 0 <= int(fields["cpu"][:-1]) <= 150
     line = Progress("train", postfix=trainer._postfix, log_interval=0, stream=io.StringIO()).line()
-    assert f"threads={threads}, cpu=" in line
+    assert f"threads={trainer.executor.n_threads}, cpu=" in line
 
 
 def test_the_metrics_log_records_the_share_the_run_got(run):
@@ -125,10 +127,9 @@ def test_the_metrics_log_records_the_share_the_run_got(run):
     trainer, _, cpu_used, _ = run
     records = [r for r in read_metrics(trainer.run_dir / "metrics.jsonl") if not r.get("final")]
     assert len(records) == 10  # report_seconds=0: one record a minibatch
-    threads = trainer.executor.n_threads
-    assert all(r["threads"] == threads and 0 <= r["cpu_share"] <= 1.5 for r in records)
+    assert all(1 <= r["threads"] <= thread_count(0) and 0 <= r["cpu_share"] <= 1.5 for r in records)
     seconds = [0.0] + [r["seconds"] for r in records]
-    loop_cpu = sum(r["cpu_share"] * (b - a) * threads for r, a, b in zip(records, seconds, seconds[1:]))
+    loop_cpu = sum(r["cpu_share"] * (b - a) * r["threads"] for r, a, b in zip(records, seconds, seconds[1:]))
     assert 0 < loop_cpu <= cpu_used * 1.1 + 0.05
 
 

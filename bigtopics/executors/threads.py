@@ -5,7 +5,8 @@ with exclude-own the statistics its documents added on their previous visit are 
 too, off the path from one minibatch's global step to the next one's sampling. The local step
 cuts its documents into pieces of about equal work, which the threads take as they come free,
 each document with its own random stream, so the result does not depend on the number of
-threads.
+threads. With `workers` 0 (all cores) the threads follow the cores other processes leave free
+(free_cores.py), changed between minibatches.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import numpy as np
 
 from ..assignments import SavedAssignments, chain_starts, previous_stats
 from ..cores import use_threads
+from ..free_cores import FreeCoreThreads, own_cpus, read_clocks
 from ..frozen import TableRows
+from ..kernels.pieces import set_threads
 from ..minibatch import Minibatch
 from ..plan import MinibatchPlan
 from ..reader import DocumentReader, prepared, read_ahead
@@ -35,11 +38,16 @@ class LocalWork:
 
 
 class LocalThreads(Executor):
-    """Runs every local step in this process on `workers` threads (0: all cores)."""
+    """Runs every local step in this process on `workers` threads (0: all cores, fewer while
+    other processes keep some of them busy)."""
 
     def __init__(self, store: Store, workers: int = 0, window_blocks: int = 16):
         self.reader = DocumentReader(store, cache_blocks=window_blocks)
         self.n_threads = use_threads(workers)
+        self.free_cores = None
+        if workers == 0 and self.n_threads > 1:
+            self.cpus = own_cpus()
+            self.free_cores = FreeCoreThreads(self.n_threads, len(self.cpus), read_clocks(self.cpus))
 
     @classmethod
     def from_options(cls, store: Store, *, workers: int, window_blocks: int, cluster: str | None,
@@ -79,6 +87,9 @@ class LocalThreads(Executor):
         return previous_stats(work.batch, topics, saved.unvisited, saved.n_topics)
 
     def run(self, work: LocalWork, rows: TableRows, task: StepTask) -> StepResult:
+        if self.free_cores is not None:  # this thread's kernels (this local step, the global step after it)
+            self.n_threads = self.free_cores.observe(read_clocks(self.cpus))
+            set_threads(self.n_threads)
         seeds = work.plan.doc_seeds(task.seed)
         shards = work.plan.shards(task.shard_docs)
         frozen = task.freeze(rows)
