@@ -463,6 +463,33 @@ def test_pyldavis_terms_are_those_of_a_naive_ranking(exported, monkeypatch):
     assert_pyldavis_terms_are_the_naive_ones(model)
 
 
+def test_fewest_terms_are_those_listed_at_lambda_one_and_leave_a_file_too_large_out_early(exported, tmp_path,
+                                                                                          monkeypatch):
+    """fewest_terms counts the terms prepare lists at lambda = 1 (relevance log p(w|k)), ranked
+    here by numpy a topic at a time: a part of what chosen_terms chooses. Past MAX_FILE_CELLS by
+    that count alone, export leaves pyldavis.json out before choosing, saying "at least"."""
+    from bigtopics.export import pyldavis as module
+
+    model = exported[0]
+    at_one = set()
+    for row in np.log(topic_word_probabilities(model, np.arange(model.n_words))):
+        last = np.sort(row)[-module.R]
+        tolerance = module.TIE_TOLERANCE * max(1.0, abs(last))
+        above = np.flatnonzero(row > last + tolerance)
+        level = np.flatnonzero((row <= last + tolerance) & (row >= last - tolerance))
+        at_one |= set(above.tolist() + level[:module.R - len(above)].tolist())
+    fewest = module.fewest_terms(model)
+    assert fewest == len(at_one) < len(module.chosen_terms(model)[0])
+    monkeypatch.setattr(module, "MAX_CELLS", model.n_topics * model.n_words - 1)
+    monkeypatch.setattr(module, "MAX_FILE_CELLS", model.n_topics * fewest - 1)
+    monkeypatch.setattr(module, "chosen_terms", None)  # (never reached: calling it would fail the export)
+    result = CliRunner().invoke(main, ["export", str(model.path.parent), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (f"pyldavis.json left out ({model.n_topics:,} topics x at least {fewest:,} terms are at least "
+            f"{model.n_topics * fewest:,} probabilities") in result.output
+    assert not (tmp_path / "out" / "pyldavis.json").exists() and (tmp_path / "out" / "topic_word.zarr").exists()
+
+
 def announced_topics(output: str) -> set[int]:
     """The topics export names as listing the rest of their mass in pyLDAvis."""
     import re

@@ -142,22 +142,43 @@ def chosen_terms(model) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, floa
     totals = model.topic_totals()
     total = float(totals.sum())
     shares = totals / total
+    scores = _Scores(_proportion(model, totals), shares)
+    relevant = _Ranking(scores.g, scores.h, model.n_topics, model.n_words)
+    salient = _Ranking(np.ones(1), np.zeros(1), 1, model.n_words)
+    last_relevance, last_saliency = _rank(model, ((relevant, scores.relevance), (salient, scores.saliency)))
+    return (np.union1d(relevant.chosen(), salient.chosen()), np.ascontiguousarray(last_relevance.T),
+            float(last_saliency[0, 0]), shares, total)
+
+
+def fewest_terms(model) -> int:
+    """How many terms chosen_terms chooses at least: those of the grid's last lambda, 1 (its row of
+    relevance is g = 1, h = 0 in either ranking, so the same numbers pick the same terms), in a
+    hundredth of the blending; enough to leave out, before choosing, a file too large to show."""
+    totals = model.topic_totals()
+    scores = _Scores(_proportion(model, totals), totals / float(totals.sum()))
+    at_one = _Ranking(np.ones(1), np.zeros(1), model.n_topics, model.n_words)
+    _rank(model, ((at_one, scores.relevance),))
+    return len(at_one.chosen())
+
+
+def _proportion(model, totals: np.ndarray) -> np.ndarray:
+    """Each word's share of the model's tokens, sum_k p(w|k) N[k] normalised, as prepare computes it."""
     frequency = np.zeros(model.n_words)
     for words, p in _word_blocks(model, CELLS_PER_PASS):
         frequency[words] = totals @ p
-    proportion = frequency / frequency.sum()
-    scores = _Scores(proportion, shares)
-    relevant = _Ranking(scores.g, scores.h, model.n_topics, model.n_words)
-    salient = _Ranking(np.ones(1), np.zeros(1), 1, model.n_words)
+    return frequency / frequency.sum()
+
+
+def _rank(model, rankings) -> list[np.ndarray]:
+    """Each (ranking, score) pair's R-th values (rows x lambdas), then its terms: two passes over the words."""
     for words, p in _word_blocks(model, CELLS_PER_PASS):
-        relevant.add_values(*scores.relevance(words, p))
-        salient.add_values(*scores.saliency(words, p))
-    last_relevance, last_saliency = relevant.rth_values().T, salient.rth_values()
+        for ranking, score in rankings:
+            ranking.add_values(*score(words, p))
+    lasts = [ranking.rth_values() for ranking, _ in rankings]
     for words, p in _word_blocks(model, CELLS_PER_PASS):
-        relevant.add_terms(words, *scores.relevance(words, p))
-        salient.add_terms(words, *scores.saliency(words, p))
-    return (np.union1d(relevant.chosen(), salient.chosen()), np.ascontiguousarray(last_relevance),
-            float(last_saliency[0, 0]), shares, total)
+        for ranking, score in rankings:
+            ranking.add_terms(words, *score(words, p))
+    return lasts
 
 
 def chosen_mass(model, terms: np.ndarray) -> np.ndarray:
@@ -204,6 +225,11 @@ def write_pyldavis(ctx: ExportContext, out: Path) -> None:
     shares = totals / total if total > 0 else np.full(model.n_topics, 1.0 / model.n_topics)
     terms, n_rest = np.arange(model.n_words), 0
     if least_cells(model) < model.n_topics * model.n_words:
+        if model.n_topics * model.n_words > MAX_FILE_CELLS:  # (else every choice fits)
+            fewest = fewest_terms(model)
+            if model.n_topics * fewest > MAX_FILE_CELLS:
+                _left_out(ctx, model.n_topics, fewest, "at least ")
+                return
         terms, last_relevance, last_saliency, shares, total = chosen_terms(model)
         rest = np.maximum(1.0 - chosen_mass(model, terms), 0.0)
         most = max(1, MAX_FILE_CELLS // model.n_topics - len(terms))
@@ -216,9 +242,7 @@ def write_pyldavis(ctx: ExportContext, out: Path) -> None:
     columns = len(terms) + n_rest
     cells = model.n_topics * columns
     if cells > MAX_FILE_CELLS or 8 * cells > available_bytes() // 2:
-        ctx.log(f"export: pyldavis.json left out ({model.n_topics:,} topics x {columns:,} terms are {cells:,} "
-                f"probabilities, {format_bytes(8 * cells)} in memory, beyond the {MAX_FILE_CELLS:,} pyLDAvis can show; "
-                f"{format_bytes(available_bytes())} available); the other files are written")
+        _left_out(ctx, model.n_topics, columns)
         return
     dists = topic_word_probabilities(model, terms)
     vocab = [inert_in_script(str(w)) for w in model.vocab[terms]]
@@ -234,6 +258,14 @@ def write_pyldavis(ctx: ExportContext, out: Path) -> None:
         for k, row in enumerate(dists):  # a row at a time: the text of K x terms numbers is never held whole
             f.write(("," if k else "") + json.dumps(row.tolist()))
         f.write("], " + json.dumps(head)[1:])
+
+
+def _left_out(ctx: ExportContext, n_topics: int, columns: int, at_least: str = "") -> None:
+    cells = n_topics * columns
+    ctx.log(f"export: pyldavis.json left out ({n_topics:,} topics x {at_least}{columns:,} terms are "
+            f"{at_least}{cells:,} probabilities, {at_least}{format_bytes(8 * cells)} in memory, beyond the "
+            f"{MAX_FILE_CELLS:,} pyLDAvis can show; {format_bytes(available_bytes())} available); the other files "
+            "are written")
 
 
 WRITERS = (Writer(("pyldavis.json",), write_pyldavis),)
