@@ -193,13 +193,13 @@ def test_bench_shared(store, tmp_path):
 
 def test_bench_shared_busy_processes_run_in_another_session_and_die_with_it(store, tmp_path):
     """A spinner is in a session of its own (autogroup: else it would cost the training nothing),
-    and SIGTERM to the benchmark mid-run (10 s alone, then beside the spinner) kills it and the
+    and SIGTERM to the benchmark mid-run (3 s alone, then beside the spinner) kills it and the
     training child."""
     import psutil
 
     system = "tomotopy" if importlib.util.find_spec("tomotopy") else "bigtopics"
     bench = subprocess.Popen([sys.executable, str(BENCHMARKS / "bench_shared.py"), "--store", str(store),
-                              "--heldout-docs", "20", "-k", "4", "--seconds", "10", "--busy", "0,1", "--threads", "1",
+                              "--heldout-docs", "20", "-k", "4", "--seconds", "3", "--busy", "0,1", "--threads", "1",
                               "--systems", system, "--cache", str(tmp_path)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
