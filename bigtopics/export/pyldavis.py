@@ -28,7 +28,8 @@ are never held: kernels/top_values.py blends each from the two logs of a block o
 would, bit for bit, keeping per list the R largest (the terms, and the file, are those numpy's
 whole arrays gave, in a fifth of the time at K = 100). The file is written a topic's row at a
 time; beyond MAX_FILE_CELLS topics x terms (pyLDAvis compares every pair of topics: it could not
-show such a model) it is left out with a notice.
+show such a model) it is left out with a notice, before the terms are chosen when those of lambda =
+1 alone pass it (fewest_terms).
 
 pyLDAvis's page (prepared_data_to_html, save_html) copies its data into a <script> element as
 json.dumps writes it, with "<" and "/" unescaped: a word holding "</script>" would end the
