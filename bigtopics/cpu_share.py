@@ -5,9 +5,9 @@ what its threads could use, and its minibatches take more than twice as long whe
 waits for the other at every barrier. The share makes that visible where the speed is shown: this
 process's CPU seconds (every thread, user and system: time.process_time) over an interval,
 divided by the interval's wall seconds times the threads (those at the interval's end: by
-default they follow the cores other processes leave free, free_cores.py). 100%: every thread ran all the time;
-50% on 2 threads: one core's worth. The reading-ahead thread's decompression counts too, so the
-share can pass 100% a little; waiting on a slow disk lowers it as another process would.
+default they follow the cores other processes leave free, free_cores.py). 100%: every thread ran
+all the time; 50% on 2 threads: one core's worth. The reading-ahead thread's decompression counts
+too, so the share can pass 100% a little; waiting on a slow disk lowers it as another process would.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def cpu_shares(executor: Executor) -> tuple[CpuShare | None, CpuShare | None]:
     its workers' (the cluster's own metrics tell its waits)."""
     if not isinstance(executor, LocalThreads):
         return None, None
+
     def threads():
         return executor.n_threads
 

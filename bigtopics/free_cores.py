@@ -7,7 +7,7 @@ a run measures, every `window` seconds, how much of the cores it may use went to
 
     others = (busy seconds of those cores - this process's CPU seconds) / wall seconds
 
-(busy: user, nice, system, interrupts and steal, the hypervisor's other guests; /proc/stat) and
+(busy: user, nice, system, interrupts and steal, the hypervisor's other guests: /proc/stat) and
 runs as many threads as that leaves free, rounded, between 1 and all it may use. A neighbour that
 yields (niced, in the run's own session) still looks busy while it has a core the run left idle,
 so below all cores the run tries all of them for one window every `probe_every` seconds, and
@@ -24,10 +24,12 @@ import math
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import psutil
 
+PROC_STAT = Path("/proc/stat")
 WINDOW_SECONDS = 2.0  # long enough for /proc/stat's 10 ms ticks and a neighbour's bursts to average out
 PROBE_SECONDS = 30.0  # a probe beside a busy neighbour costs one window's speed in this many seconds
 
@@ -50,16 +52,28 @@ def own_cpus() -> list[int]:
 
 
 def read_clocks(cpus: Sequence[int]) -> Clocks:
-    """The clocks now, the busy time summed over `cpus`."""
-    per_cpu = psutil.cpu_times(percpu=True)
-    busy = 0.0
-    for cpu in cpus:
-        if cpu < len(per_cpu):  # a CPU taken offline since is left out
-            t = per_cpu[cpu]
-            # guest time is counted in user and nice already (proc(5)), so it is not added again
-            busy += t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) \
-                + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
+    """The clocks now, the busy time summed over `cpus` (every CPU's where /proc/stat is missing:
+    there the process may run on all of them, own_cpus)."""
+    try:
+        by_cpu = _busy_by_cpu(PROC_STAT.read_text())
+        busy = sum(by_cpu.get(cpu, 0.0) for cpu in cpus)  # (a CPU taken offline since counts nothing)
+    except OSError:  # not Linux
+        t = psutil.cpu_times()
+        busy = sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal"))
     return Clocks(time.monotonic(), time.process_time(), busy)
+
+
+def _busy_by_cpu(stat: str) -> dict[int, float]:
+    """Each online CPU's busy seconds by its number, from /proc/stat's "cpuN user nice system idle
+    iowait irq softirq steal ..." lines (clock ticks; guest time is within user and nice, proc(5))."""
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = {}
+    for line in stat.splitlines():
+        name, *ticks = line.split()
+        if name.startswith("cpu") and name[3:].isdigit():
+            user, nice, system, _idle, _iowait, irq, softirq, steal = (list(map(int, ticks[:8])) + [0] * 8)[:8]
+            busy[int(name[3:])] = (user + nice + system + irq + softirq + steal) / tick
+    return busy
 
 
 class FreeCoreThreads:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bigtopics.free_cores import Clocks, FreeCoreThreads, own_cpus, read_clocks
+from bigtopics.free_cores import Clocks, FreeCoreThreads, _busy_by_cpu, own_cpus, read_clocks
 from bigtopics.rundir import read_metrics
 from bigtopics.settings import TrainSettings
 from bigtopics.trainer import Trainer
@@ -101,6 +101,19 @@ def test_the_real_clocks_count_this_process_busy():
     own, busy = after.own_cpu - before.own_cpu, after.busy_cpu - before.busy_cpu
     assert own == pytest.approx(after.wall - before.wall, rel=0.3)
     assert busy >= own - 0.05  # /proc/stat counts in 10 ms ticks
+
+
+def test_busy_time_is_read_by_cpu_number_with_a_cpu_offline():
+    """/proc/stat lists online CPUs only: with CPU 1 offline its lines are cpu0, cpu2, cpu3; busy is
+    user + nice + system + irq + softirq + steal (not idle, iowait, or guest, already in user)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stat = ("cpu  900 0 90 9000 9 0 0 0 0 0\n"
+            "cpu0 100 10 20 1000 50 1 2 3 40 0\n"
+            "cpu2 200 0 0 3000 0 0 0 0 0 0\n"
+            "cpu3 7 0 0\n"  # an old kernel's shorter line
+            "intr 12345 0 0\nctxt 999\n")
+    busy = _busy_by_cpu(stat)
+    assert busy == {0: 136 / tick, 2: 200 / tick, 3: 7 / tick}
 
 
 SPIN = "while True:\n    pass\n"
