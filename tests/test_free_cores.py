@@ -81,7 +81,7 @@ def test_a_neighbour_that_keeps_its_core_fails_the_probe_and_the_next_comes_late
     assert threads[first + 1] == 1
 
 
-def test_one_thread_or_one_core_never_changes():
+def test_a_run_of_one_thread_stays_at_one_and_no_thread_is_refused():
     m = Machine()
     f = FreeCoreThreads(max_threads=1, n_cores=2, start=m.now, window=2.0)
     assert all(f.observe(m.run(2.0, own=0.2, others=0.0)) == 1 for _ in range(5))
